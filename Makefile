@@ -1,0 +1,51 @@
+# idem_etl: PGXS build.  `make demo` and `make test` also work on a machine
+# that does not have the server headers yet: they install them first.
+
+EXTENSION  = idem_etl
+MODULE_big = idem_etl
+OBJS = \
+	src/idem_etl.o \
+	src/sql_build.o \
+	src/relinfo.o \
+	src/stage.o \
+	src/dedup.o \
+	src/ledger.o \
+	src/upsert.o
+
+DATA = $(wildcard idem_etl--*.sql)
+
+PG_CPPFLAGS = -I$(srcdir)/src
+PG_CFLAGS = -Werror
+
+REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
+ISOLATION = $(patsubst test/specs/%.spec,%,$(sort $(wildcard test/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=test
+TAP_TESTS = 1
+PROVE_TESTS = $(sort $(wildcard test/t/*.pl))
+EXTRA_CLEAN = output_iso tmp_check results regression.diffs regression.out
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+
+ifneq ($(wildcard $(PGXS)),)
+include $(PGXS)
+else
+# Without postgresql-server-dev-15 only the self-installing targets work.
+all install installcheck:
+	@echo "PGXS not found ($(PGXS)): run 'make demo' or 'make test' (they install postgresql-server-dev-15), or install it with apt" >&2
+	@exit 1
+endif
+
+.PHONY: deps demo test bench
+
+deps:
+	./test/install-deps
+
+demo: deps
+	./demo/run-demo
+
+test: deps
+	./test/run-all
+
+bench: deps
+	./test/bench/run-bench

@@ -1,0 +1,72 @@
+-- idem_etl 0.1: the ledger and etl_upsert_batch
+\echo Use "CREATE EXTENSION idem_etl" to load this file. \quit
+
+-- The extension's own state lives in the schema idem_etl; the user-facing
+-- functions go to the schema given to CREATE EXTENSION.
+CREATE SCHEMA idem_etl;
+GRANT USAGE ON SCHEMA idem_etl TO PUBLIC;
+
+-- The ledger: one row per committed call.  Only the extension's C code writes
+-- it, with the rights of this table's owner; everybody may read it.
+CREATE TABLE idem_etl.runs (
+    run_id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    operation    text        NOT NULL,
+    target       text        NOT NULL,
+    target_oid   oid         NOT NULL,
+    run_key      text,
+    fingerprint  text        NOT NULL,
+    batch_rows   bigint      NOT NULL,
+    inserted     bigint      NOT NULL DEFAULT 0,
+    updated      bigint      NOT NULL DEFAULT 0,
+    unchanged    bigint      NOT NULL DEFAULT 0,
+    deleted      bigint      NOT NULL DEFAULT 0,
+    skipped      boolean     NOT NULL DEFAULT false,
+    corrects     bigint,
+    started_at   timestamptz NOT NULL,
+    finished_at  timestamptz NOT NULL,
+    run_by       name        NOT NULL
+);
+CREATE INDEX runs_lookup ON idem_etl.runs (target_oid, operation, run_key, run_id);
+COMMENT ON TABLE idem_etl.runs IS 'idem_etl ledger: one row per committed call (written by the extension only)';
+
+REVOKE ALL ON idem_etl.runs FROM PUBLIC;
+GRANT SELECT ON idem_etl.runs TO PUBLIC;
+
+CREATE VIEW idem_etl.run_history AS
+SELECT run_id,
+       operation,
+       target,
+       run_key,
+       CASE WHEN skipped THEN 'skipped'
+            WHEN corrects IS NOT NULL THEN 'corrected'
+            ELSE 'applied' END AS outcome,
+       batch_rows,
+       inserted,
+       updated,
+       unchanged,
+       deleted,
+       finished_at - started_at AS duration,
+       started_at,
+       finished_at,
+       run_by,
+       corrects,
+       fingerprint
+  FROM idem_etl.runs
+ ORDER BY run_id DESC;
+GRANT SELECT ON idem_etl.run_history TO PUBLIC;
+
+CREATE FUNCTION etl_upsert_batch(
+    target         regclass,
+    source         text,
+    key_columns    text[] DEFAULT NULL,
+    order_by       text   DEFAULT NULL,
+    newer_column   text   DEFAULT NULL,
+    delete_missing text   DEFAULT NULL,
+    run_key        text   DEFAULT NULL)
+RETURNS TABLE (run_id bigint, inserted bigint, updated bigint,
+               unchanged bigint, deleted bigint, skipped boolean)
+AS 'MODULE_PATHNAME', 'etl_upsert_batch'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_upsert_batch(regclass, text, text[], text, text, text, text)
+    IS 'merge a batch into a table by key; rerunning it changes nothing';

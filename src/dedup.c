@@ -1,0 +1,147 @@
+/*
+ * dedup.c
+ *		Key checks of a staged batch: NULL keys, and rows sharing a key.
+ *
+ * ON CONFLICT cannot touch one row twice in a statement, and a result that
+ * depended on the physical order of the batch would not be idempotent.  So
+ * rows sharing a key must be exact duplicates, or order_by must pick one
+ * winner per key; ties between differing rows are an error.
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "utils/builtins.h"
+
+#include "dedup.h"
+#include "sql_build.h"
+
+static int64
+result_int8(int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
+
+	return isnull ? 0 : DatumGetInt64(d);
+}
+
+/*
+ * Raise 21000 when two rows of relation rel share a key but differ.  Rows are
+ * compared by binary image (*=), which needs no equality operator on any
+ * column type.
+ */
+static void
+check_conflicts(TargetInfo *target, TargetKey *key, const char *rel, bool tie)
+{
+	StringInfoData sql;
+	int64		nkeys;
+	char	   *example;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT count(*)::pg_catalog.int8, pg_catalog.min(k) FROM (SELECT ROW(");
+	sqlb_append_columns(&sql, "a", key->names, key->ncolumns);
+	appendStringInfo(&sql, ")::pg_catalog.text AS k FROM %s a WHERE EXISTS (SELECT 1 FROM %s b WHERE ",
+					 rel, rel);
+	sqlb_append_key_match(&sql, "a", "b", key->names, key->ncolumns, true);
+	appendStringInfoString(&sql, " AND NOT (a OPERATOR(pg_catalog.*=) b)) GROUP BY 1) c");
+	sqlb_exec(sql.data);
+
+	nkeys = result_int8(1);
+	if (nkeys == 0)
+		return;
+	example = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	if (tie)
+		ereport(ERROR,
+				(errcode(ERRCODE_CARDINALITY_VIOLATION),
+				 errmsg("differing rows of the batch for \"%s\" tie for first place in order_by at key (%s)=%s",
+						target->relname, target_key_list(key), example),
+				 errdetail("%lld key(s) have differing rows that sort equal by order_by, so the winner would depend on the physical order of the batch.",
+						   (long long) nkeys),
+				 errhint("Add columns to order_by until it decides every tie.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_CARDINALITY_VIOLATION),
+			 errmsg("the batch for \"%s\" has differing rows for key (%s)=%s",
+					target->relname, target_key_list(key), example),
+			 errdetail("%lld key(s) of the batch have more than one distinct row.",
+					   (long long) nkeys),
+			 errhint("Pass order_by to choose which row wins, or remove the duplicates from the source.")));
+}
+
+/* CREATE TEMP TABLE name AS <query>, analyzed for the merge that reads it. */
+static char *
+create_temp_as(const char *purpose, const char *query)
+{
+	char	   *name = stage_temp_name(purpose);
+
+	sqlb_exec(psprintf("CREATE TEMP TABLE %s ON COMMIT DROP AS %s", name, query));
+	sqlb_exec(psprintf("ANALYZE %s", name));
+	return name;
+}
+
+/*
+ * Check the keys of the staged batch and return the relation holding one row
+ * per key.  The common case, unique non-NULL keys, costs one aggregate.
+ */
+KeyedBatch
+dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_by)
+{
+	KeyedBatch	batch = {stage->name, false, 0};
+	StringInfoData sql;
+	StringInfoData keys;
+	int64		null_rows;
+	int64		dup_keys;
+	char	   *from;
+
+	initStringInfo(&keys);
+	sqlb_append_columns(&keys, NULL, key->names, key->ncolumns);
+
+	/* order_by is checked against the stage's columns even if never needed */
+	if (order_by)
+		SPI_freeplan(sqlb_prepare(psprintf("SELECT 1 FROM %s ORDER BY %s\n",
+										   stage->name, order_by), 0, NULL));
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql,
+						   "SELECT pg_catalog.sum(n) FILTER (WHERE null_key)::pg_catalog.int8,"
+						   " count(*) FILTER (WHERE n > 1)::pg_catalog.int8,"
+						   " count(*)::pg_catalog.int8 FROM (SELECT ");
+	for (int i = 0; i < key->ncolumns; i++)
+		appendStringInfo(&sql, "%s%s IS NULL", i ? " OR " : "(",
+						 quote_identifier(key->names[i]));
+	appendStringInfo(&sql, ") AS null_key, count(*) AS n FROM %s GROUP BY %s) g",
+					 stage->name, keys.data);
+	sqlb_exec(sql.data);
+	null_rows = result_int8(1);
+	dup_keys = result_int8(2);
+	batch.nkeys = result_int8(3);
+
+	if (null_rows > 0 && !key->nulls_not_distinct)
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("%lld row(s) of the batch for \"%s\" have a NULL key",
+						(long long) null_rows, target->relname),
+				 errdetail("Key columns (%s) identify rows; NULL never matches a stored row, so a rerun would insert such rows again.",
+						   target_key_list(key)),
+				 errhint("Filter or fix those rows in the source query, or make the unique index NULLS NOT DISTINCT.")));
+	if (dup_keys == 0)
+		return batch;
+
+	from = stage->name;
+	if (order_by)
+	{
+		resetStringInfo(&sql);
+		appendStringInfoString(&sql, "SELECT ");
+		sqlb_append_columns(&sql, NULL, stage->columns, stage->ncolumns);
+		appendStringInfo(&sql, " FROM (SELECT s.*, rank() OVER (PARTITION BY %s ORDER BY %s\n) AS idem_etl_rank FROM %s s) r WHERE idem_etl_rank = 1",
+						 keys.data, order_by, stage->name);
+		from = create_temp_as("ranked", sql.data);
+	}
+	check_conflicts(target, key, from, order_by != NULL);
+
+	resetStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT DISTINCT ON (%s) * FROM %s", keys.data, from);
+	batch.name = create_temp_as("batch", sql.data);
+	batch.is_copy = true;
+	if (from != stage->name)
+		stage_drop(from);
+	return batch;
+}

@@ -1,0 +1,22 @@
+/*
+ * dedup.h
+ *		Key checks of a staged batch: NULL keys, and rows sharing a key.
+ */
+#ifndef IDEM_DEDUP_H
+#define IDEM_DEDUP_H
+
+#include "relinfo.h"
+#include "stage.h"
+
+/* The batch to merge: the stage itself, or a deduplicated copy of it. */
+typedef struct KeyedBatch
+{
+	char	   *name;			/* relation to read the batch from */
+	bool		is_copy;		/* a temp table of its own, to drop */
+	int64		nkeys;			/* distinct keys = rows to merge */
+} KeyedBatch;
+
+extern KeyedBatch dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage,
+							  const char *order_by);
+
+#endif							/* IDEM_DEDUP_H */

@@ -1,0 +1,15 @@
+/*
+ * idem_etl.h
+ *		Declarations shared by every part of idem_etl.
+ */
+#ifndef IDEM_ETL_H
+#define IDEM_ETL_H
+
+#include "fmgr.h"
+
+/* Schema holding the extension's own state (ledger, views). */
+#define IDEM_ETL_STATE_SCHEMA "idem_etl"
+
+extern Datum idem_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
+
+#endif							/* IDEM_ETL_H */

@@ -1,0 +1,187 @@
+/*
+ * ledger.c
+ *		The run ledger (idem_etl.runs) and the per-run-key lock.
+ *
+ * Every committed call adds a row.  The table is readable by everybody and
+ * writable by nobody but its owner: rows are inserted here with the owner's
+ * rights, after the operation itself succeeded, so that no role can forge a
+ * run that would make somebody else's load be skipped.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+
+#include "idem_etl.h"
+#include "ledger.h"
+#include "sql_build.h"
+
+/*
+ * Advisory locks of idem_etl use their own value in the field that tells
+ * pg_advisory_lock(bigint) (1) and pg_advisory_lock(int, int) (2) apart, so
+ * they never collide with an application's advisory locks.
+ */
+#define IDEM_ETL_LOCK_SPACE 0x1DE7
+
+/*
+ * Serialize calls for the same (target, operation, key) until the end of the
+ * transaction.  Waiting honours lock_timeout and deadlock detection.
+ */
+void
+ledger_lock_key(Oid target, const char *operation, const char *key)
+{
+	LOCKTAG		tag;
+	uint32		h;
+
+	h = hash_bytes((const unsigned char *) key, strlen(key)) ^
+		hash_bytes((const unsigned char *) operation, strlen(operation));
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, target, h, IDEM_ETL_LOCK_SPACE);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+static LedgerPrior
+lookup_prior(SPIPlanPtr plan, Datum *args, Snapshot snapshot)
+{
+	LedgerPrior prior = {0, NULL, 0};
+	int			rc;
+	bool		isnull;
+
+	rc = SPI_execute_snapshot(plan, args, NULL, snapshot, InvalidSnapshot,
+							  true, false, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "ledger lookup failed: %s", SPI_result_code_string(rc));
+	if (SPI_processed == 0)
+		return prior;
+	prior.run_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 1, &isnull));
+	prior.fingerprint = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	prior.rows = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											 SPI_tuptable->tupdesc, 3, &isnull));
+	return prior;
+}
+
+/*
+ * The latest run for (target, operation, run_key), as committed now: the
+ * caller holds the run-key lock, so no other such run is in progress.  Under
+ * REPEATABLE READ or SERIALIZABLE a run committed after our snapshot cannot
+ * be seen by the rest of the transaction, so the only safe answer is a
+ * serialization failure, which the caller retries.
+ */
+LedgerPrior
+ledger_prior_run(Oid target, const char *operation, const char *run_key)
+{
+	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
+	Datum		args[3];
+	SPIPlanPtr	plan;
+	LedgerPrior latest;
+
+	args[0] = ObjectIdGetDatum(target);
+	args[1] = CStringGetTextDatum(operation);
+	args[2] = CStringGetTextDatum(run_key);
+	plan = sqlb_prepare("SELECT run_id, fingerprint, inserted + updated + unchanged"
+						" FROM idem_etl.runs"
+						" WHERE target_oid = $1 AND operation = $2 AND run_key = $3"
+						" ORDER BY run_id DESC LIMIT 1", 3, argtypes);
+
+	latest = lookup_prior(plan, args, GetLatestSnapshot());
+	if (IsolationUsesXactSnapshot())
+	{
+		LedgerPrior visible = lookup_prior(plan, args, GetTransactionSnapshot());
+
+		if (visible.run_id != latest.run_id)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access due to a concurrent run with run_key \"%s\"",
+							run_key),
+					 errdetail("Run %lld for the same target committed after this transaction's snapshot was taken.",
+							   (long long) latest.run_id),
+					 errhint("Retry the transaction.")));
+	}
+	SPI_freeplan(plan);
+	return latest;
+}
+
+static Oid
+ledger_owner(void)
+{
+	Oid			relid = get_relname_relid("runs", get_namespace_oid(IDEM_ETL_STATE_SCHEMA, false));
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "idem_etl.runs does not exist");
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/* Add a run to the ledger and return its run_id. */
+int64
+ledger_record(const LedgerRun *run)
+{
+	Oid			argtypes[14] = {TEXTOID, TEXTOID, OIDOID, TEXTOID, TEXTOID,
+		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID, INT8OID,
+	TIMESTAMPTZOID, NAMEOID};
+	Datum		args[14];
+	char		nulls[14];
+	Oid			save_userid;
+	int			save_sec_context;
+	SPIPlanPtr	plan;
+	bool		isnull;
+	int64		run_id;
+	int			rc;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = CStringGetTextDatum(run->operation);
+	args[1] = CStringGetTextDatum(run->target);
+	args[2] = ObjectIdGetDatum(run->target_oid);
+	if (run->run_key)
+		args[3] = CStringGetTextDatum(run->run_key);
+	else
+		nulls[3] = 'n';
+	args[4] = CStringGetTextDatum(run->fingerprint);
+	args[5] = Int64GetDatum(run->batch_rows);
+	args[6] = Int64GetDatum(run->inserted);
+	args[7] = Int64GetDatum(run->updated);
+	args[8] = Int64GetDatum(run->unchanged);
+	args[9] = Int64GetDatum(run->deleted);
+	args[10] = BoolGetDatum(run->skipped);
+	if (run->corrects)
+		args[11] = Int64GetDatum(run->corrects);
+	else
+		nulls[11] = 'n';
+	args[12] = TimestampTzGetDatum(run->started_at);
+	args[13] = DirectFunctionCall1(namein,
+								   CStringGetDatum(GetUserNameFromId(save_userid, false)));
+
+	SetUserIdAndSecContext(ledger_owner(),
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	plan = sqlb_prepare("INSERT INTO idem_etl.runs (operation, target, target_oid, run_key,"
+						" fingerprint, batch_rows, inserted, updated, unchanged, deleted,"
+						" skipped, corrects, started_at, finished_at, run_by)"
+						" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
+						" pg_catalog.clock_timestamp(), $14) RETURNING run_id",
+						14, argtypes);
+	rc = SPI_execute_plan(plan, args, nulls, false, 1);
+	if (rc != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
+		elog(ERROR, "recording the run failed: %s", SPI_result_code_string(rc));
+	run_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+										 SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_freeplan(plan);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+	return run_id;
+}

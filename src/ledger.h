@@ -1,0 +1,39 @@
+/*
+ * ledger.h
+ *		The run ledger (idem_etl.runs) and the per-run-key lock.
+ */
+#ifndef IDEM_LEDGER_H
+#define IDEM_LEDGER_H
+
+#include "datatype/timestamp.h"
+
+typedef struct LedgerRun
+{
+	const char *operation;		/* 'upsert', ... */
+	const char *target;			/* quoted qualified name */
+	Oid			target_oid;
+	const char *run_key;		/* NULL when none */
+	const char *fingerprint;
+	int64		batch_rows;
+	int64		inserted;
+	int64		updated;
+	int64		unchanged;
+	int64		deleted;
+	bool		skipped;
+	int64		corrects;		/* run_id of the run this one corrects, or 0 */
+	TimestampTz started_at;
+} LedgerRun;
+
+/* What the latest earlier run under the same run_key looked like. */
+typedef struct LedgerPrior
+{
+	int64		run_id;			/* 0 when there is none */
+	char	   *fingerprint;
+	int64		rows;			/* inserted + updated + unchanged */
+} LedgerPrior;
+
+extern void ledger_lock_key(Oid target, const char *operation, const char *key);
+extern LedgerPrior ledger_prior_run(Oid target, const char *operation, const char *run_key);
+extern int64 ledger_record(const LedgerRun *run);
+
+#endif							/* IDEM_LEDGER_H */

@@ -1,0 +1,46 @@
+/*
+ * relinfo.h
+ *		What idem_etl needs to know about a target table: its columns, its
+ *		keys, and whether the caller may write it.
+ */
+#ifndef IDEM_RELINFO_H
+#define IDEM_RELINFO_H
+
+#include "access/attnum.h"
+#include "utils/acl.h"
+
+typedef struct TargetColumn
+{
+	char	   *name;
+	AttrNumber	attnum;
+	Oid			typid;
+	int32		typmod;
+	Oid			collation;
+	bool		writable;		/* false for generated and identity ALWAYS */
+} TargetColumn;
+
+typedef struct TargetInfo
+{
+	Oid			relid;
+	char		relkind;
+	char	   *relname;		/* unquoted, for messages */
+	char	   *qualname;		/* quoted schema.name, for SQL */
+	int			ncolumns;
+	TargetColumn *columns;
+} TargetInfo;
+
+typedef struct TargetKey
+{
+	int			ncolumns;
+	char	  **names;
+	bool		nulls_not_distinct;
+} TargetKey;
+
+extern TargetInfo *target_open(Oid relid);
+extern TargetColumn *target_column(TargetInfo *target, const char *name);
+extern TargetKey *target_key(TargetInfo *target, ArrayType *key_columns);
+extern void target_check_privileges(TargetInfo *target, char **columns,
+									int ncolumns, AclMode mode);
+extern char *target_key_list(TargetKey *key);
+
+#endif							/* IDEM_RELINFO_H */

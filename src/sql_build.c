@@ -1,0 +1,178 @@
+/*
+ * sql_build.c
+ *		Building the SQL that idem_etl runs, and running it through SPI as
+ *		exactly one statement.
+ *
+ * Some arguments (the source query, order_by, delete_missing) are SQL text
+ * that ends up inside statements the extension builds.  Each is parsed on its
+ * own first and must be exactly the kind of thing it claims to be, so that it
+ * cannot close a parenthesis, end a statement or add a clause; the statement
+ * built around it is then checked again to be a single one before it runs.
+ */
+#include "postgres.h"
+
+#include "nodes/parsenodes.h"
+#include "parser/parser.h"
+#include "utils/builtins.h"
+
+#include "sql_build.h"
+
+static List *
+parse_sql(const char *sql)
+{
+#if PG_VERSION_NUM >= 140000
+	return raw_parser(sql, RAW_PARSE_DEFAULT);
+#else
+	return raw_parser(sql);
+#endif
+}
+
+/*
+ * Parse "prefix fragment" and return the SelectStmt it makes, or NULL when it
+ * is not one single SELECT.  The newline ends a trailing "--" comment.
+ */
+static SelectStmt *
+parse_wrapped(const char *prefix, const char *fragment)
+{
+	List	   *stmts;
+	Node	   *stmt;
+
+	stmts = parse_sql(psprintf("%s%s\n", prefix, fragment));
+	if (list_length(stmts) != 1)
+		return NULL;
+	stmt = linitial_node(RawStmt, stmts)->stmt;
+	if (!IsA(stmt, SelectStmt))
+		return NULL;
+	return (SelectStmt *) stmt;
+}
+
+static void
+not_single(const char *argname, const char *what, const char *hint)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_SYNTAX_ERROR),
+			 errmsg("%s must be %s", argname, what),
+			 errdetail("It is embedded in statements that idem_etl builds, so it may not contain a semicolon or clauses of its own."),
+			 errhint("%s", hint)));
+}
+
+/*
+ * The source argument: exactly one query (SELECT, VALUES, TABLE, WITH ...).
+ * Returns its text without a trailing semicolon, ready to be a subquery.
+ */
+char *
+sqlb_single_query(const char *sql, const char *argname)
+{
+	List	   *stmts = parse_sql(sql);
+	RawStmt    *raw;
+
+	if (list_length(stmts) != 1 ||
+		!IsA(linitial_node(RawStmt, stmts)->stmt, SelectStmt) ||
+		((SelectStmt *) linitial_node(RawStmt, stmts)->stmt)->intoClause != NULL)
+		not_single(argname, "exactly one query",
+				   "Pass a single SELECT, VALUES, TABLE or WITH query, without a semicolon between statements.");
+
+	raw = linitial_node(RawStmt, stmts);
+	if (raw->stmt_len == 0)
+		return pstrdup(sql + raw->stmt_location);
+	return pnstrdup(sql + raw->stmt_location, raw->stmt_len);
+}
+
+void
+sqlb_check_sort_list(const char *fragment, const char *argname)
+{
+	SelectStmt *s = parse_wrapped("SELECT 1 ORDER BY ", fragment);
+
+	if (s == NULL || s->sortClause == NIL || s->limitCount || s->limitOffset ||
+		s->lockingClause || s->withClause || s->intoClause ||
+		s->fromClause || s->whereClause || s->op != SETOP_NONE)
+		not_single(argname, "a list of sort expressions",
+				   "Pass an ORDER BY list such as 'updated_at DESC, id'.");
+}
+
+void
+sqlb_check_expression(const char *fragment, const char *argname)
+{
+	SelectStmt *s = parse_wrapped("SELECT 1 WHERE ", fragment);
+
+	if (s == NULL || s->whereClause == NULL || s->sortClause || s->groupClause ||
+		s->havingClause || s->windowClause || s->limitCount ||
+		s->limitOffset || s->lockingClause || s->withClause ||
+		s->intoClause || s->fromClause || s->op != SETOP_NONE)
+		not_single(argname, "a boolean expression",
+				   "Pass a condition over the target's columns such as 'sale_date = ''2026-11-28'''.");
+}
+
+SPIPlanPtr
+sqlb_prepare(const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
+
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	if (list_length(SPI_plan_get_plan_sources(plan)) != 1)
+		elog(ERROR, "idem_etl built a statement that is not exactly one statement");
+	return plan;
+}
+
+uint64
+sqlb_exec(const char *sql)
+{
+	SPIPlanPtr	plan = sqlb_prepare(sql, 0, NULL);
+	int			rc = SPI_execute_plan(plan, NULL, NULL, false, 0);
+
+	if (rc < 0)
+		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+	SPI_freeplan(plan);
+	return SPI_processed;
+}
+
+/* Run a query returning one bigint (NULL reads as 0). */
+int64
+sqlb_exec_int8(const char *sql)
+{
+	bool		isnull;
+	Datum		d;
+
+	sqlb_exec(sql);
+	if (SPI_processed != 1)
+		elog(ERROR, "expected one row, got " UINT64_FORMAT, SPI_processed);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetInt64(d);
+}
+
+void
+sqlb_append_columns(StringInfo buf, const char *alias, char **names, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		if (i > 0)
+			appendStringInfoString(buf, ", ");
+		if (alias)
+			appendStringInfo(buf, "%s.", alias);
+		appendStringInfoString(buf, quote_identifier(names[i]));
+	}
+}
+
+/*
+ * With nulls_match (a NULLS NOT DISTINCT key) NULL keys must match each
+ * other; spelled as "= OR both NULL" rather than IS NOT DISTINCT FROM so that
+ * the key's index can still be used.
+ */
+void
+sqlb_append_key_match(StringInfo buf, const char *left, const char *right,
+					  char **names, int n, bool nulls_match)
+{
+	for (int i = 0; i < n; i++)
+	{
+		const char *col = quote_identifier(names[i]);
+
+		if (i > 0)
+			appendStringInfoString(buf, " AND ");
+		if (nulls_match)
+			appendStringInfo(buf, "(%s.%s = %s.%s OR (%s.%s IS NULL AND %s.%s IS NULL))",
+							 left, col, right, col, left, col, right, col);
+		else
+			appendStringInfo(buf, "%s.%s = %s.%s", left, col, right, col);
+	}
+}

@@ -1,0 +1,29 @@
+/*
+ * sql_build.h
+ *		Building the SQL that idem_etl runs, and running it through SPI as
+ *		exactly one statement.
+ */
+#ifndef IDEM_SQL_BUILD_H
+#define IDEM_SQL_BUILD_H
+
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+
+/* Checks on SQL text taken from an argument; each returns or raises 42601. */
+extern char *sqlb_single_query(const char *sql, const char *argname);
+extern void sqlb_check_sort_list(const char *fragment, const char *argname);
+extern void sqlb_check_expression(const char *fragment, const char *argname);
+
+/* SPI wrappers that refuse anything but one statement. */
+extern SPIPlanPtr sqlb_prepare(const char *sql, int nargs, Oid *argtypes);
+extern uint64 sqlb_exec(const char *sql);
+extern int64 sqlb_exec_int8(const char *sql);
+
+/* Fragments: "a.c1, a.c2" and "a.k1 = b.k1 AND ..." over quoted names. */
+extern void sqlb_append_columns(StringInfo buf, const char *alias,
+								char **names, int n);
+extern void sqlb_append_key_match(StringInfo buf, const char *left,
+								  const char *right, char **names, int n,
+								  bool nulls_match);
+
+#endif							/* IDEM_SQL_BUILD_H */

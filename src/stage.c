@@ -1,0 +1,251 @@
+/*
+ * stage.c
+ *		Staging a batch: the source query, evaluated once, into a temporary
+ *		table with the target's column types; and its fingerprint.
+ *
+ * Staging is what lets the rest of the operation look at the batch as often
+ * as it needs (null keys, duplicates, changed rows) while the source runs only
+ * once, and keeps the batch out of backend memory.
+ */
+#include "postgres.h"
+
+#include "access/relation.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_collation.h"
+#include "common/hashfn.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/plancache.h"
+#include "utils/rel.h"
+#include "utils/ruleutils.h"
+#include "utils/snapmgr.h"
+
+#include "sql_build.h"
+#include "stage.h"
+
+/* A name for a temp table of this call; unique within the session. */
+char *
+stage_temp_name(const char *purpose)
+{
+	static uint32 serial = 0;
+
+	return psprintf("pg_temp.%s",
+					quote_identifier(psprintf("idem_etl_%s_%u", purpose, ++serial)));
+}
+
+void
+stage_drop(const char *name)
+{
+	sqlb_exec(psprintf("DROP TABLE %s", name));
+}
+
+/*
+ * Check the source and match its columns to the target's by name.  Planning
+ * the query gives its result columns without running it.
+ */
+Stage *
+stage_plan(TargetInfo *target, const char *source)
+{
+	Stage	   *stage = palloc0(sizeof(Stage));
+	SPIPlanPtr	plan;
+	CachedPlanSource *ps;
+	TupleDesc	desc;
+	bool	   *in_source = palloc0(sizeof(bool) * target->ncolumns);
+
+	stage->body = sqlb_single_query(source, "source");
+	plan = sqlb_prepare(psprintf("SELECT * FROM (%s\n) AS idem_src", stage->body), 0, NULL);
+	ps = linitial(SPI_plan_get_plan_sources(plan));
+	desc = ps->resultDesc;
+
+	for (int i = 0; i < desc->natts; i++)
+	{
+		const char *name = NameStr(TupleDescAttr(desc, i)->attname);
+		TargetColumn *col = target_column(target, name);
+		int			pos;
+
+		if (col == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" of the source does not exist in relation \"%s\"",
+							name, target->relname),
+					 errdetail("Source columns are matched to the target's columns by name."),
+					 errhint("Rename the column in the source query with AS, or leave it out.")));
+		pos = col - target->columns;
+		if (in_source[pos])
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_COLUMN),
+					 errmsg("column \"%s\" appears more than once in the source", name),
+					 errhint("Give each source column a distinct name with AS.")));
+		in_source[pos] = true;
+	}
+	SPI_freeplan(plan);
+
+	stage->columns = palloc(sizeof(char *) * target->ncolumns);
+	for (int i = 0; i < target->ncolumns; i++)
+		if (in_source[i] && target->columns[i].writable)
+			stage->columns[stage->ncolumns++] = target->columns[i].name;
+	stage->name = stage_temp_name("stage");
+	return stage;
+}
+
+bool
+stage_has_column(Stage *stage, const char *name)
+{
+	for (int i = 0; i < stage->ncolumns; i++)
+		if (strcmp(stage->columns[i], name) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Create the stage with the target's types (so values are cast, and compared,
+ * exactly as they will be stored) and run the source into it, once, in the
+ * caller's snapshot.
+ */
+void
+stage_load(Stage *stage, TargetInfo *target)
+{
+	StringInfoData sql;
+	SPIPlanPtr	plan;
+	int			rc;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE TEMP TABLE %s (", stage->name);
+	for (int i = 0; i < stage->ncolumns; i++)
+	{
+		TargetColumn *col = target_column(target, stage->columns[i]);
+
+		appendStringInfo(&sql, "%s%s %s", i ? ", " : "",
+						 quote_identifier(col->name),
+						 format_type_extended(col->typid, col->typmod,
+											  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+		if (OidIsValid(col->collation) && col->collation != get_typcollation(col->typid))
+			appendStringInfo(&sql, " COLLATE %s", generate_collation_name(col->collation));
+	}
+	appendStringInfoString(&sql, ") ON COMMIT DROP");
+	sqlb_exec(sql.data);
+
+	resetStringInfo(&sql);
+	appendStringInfo(&sql, "INSERT INTO %s (", stage->name);
+	sqlb_append_columns(&sql, NULL, stage->columns, stage->ncolumns);
+	appendStringInfoString(&sql, ") SELECT ");
+	sqlb_append_columns(&sql, "idem_src", stage->columns, stage->ncolumns);
+	appendStringInfo(&sql, " FROM (%s\n) AS idem_src", stage->body);
+
+	plan = sqlb_prepare(sql.data, 0, NULL);
+	rc = SPI_execute_snapshot(plan, NULL, NULL, GetActiveSnapshot(),
+							  InvalidSnapshot, false, false, 0);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "staging the source failed: %s", SPI_result_code_string(rc));
+	stage->nrows = SPI_processed;
+	SPI_freeplan(plan);
+
+	/* The checks and the merge join the stage: give the planner its size. */
+	sqlb_exec(psprintf("ANALYZE %s", stage->name));
+}
+
+/* Feed one attribute's binary image into the two hash lanes. */
+static void
+hash_attribute(Form_pg_attribute att, Datum value, bool isnull, uint64 *h)
+{
+	const char *data;
+	Size		len;
+
+	if (isnull)
+	{
+		h[0] = hash_combine64(h[0], UINT64CONST(0x9E3779B97F4A7C15));
+		h[1] = hash_combine64(h[1], UINT64CONST(0xC2B2AE3D27D4EB4F));
+		return;
+	}
+	if (att->attbyval)
+	{
+		data = (const char *) &value;
+		len = sizeof(Datum);
+	}
+	else if (att->attlen > 0)
+	{
+		data = DatumGetPointer(value);
+		len = att->attlen;
+	}
+	else if (att->attlen == -1)
+	{
+		struct varlena *v = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(value));
+
+		data = VARDATA_ANY(v);
+		len = VARSIZE_ANY_EXHDR(v);
+	}
+	else
+	{
+		data = DatumGetCString(value);
+		len = strlen(data);
+	}
+	h[0] = hash_combine64(h[0], hash_bytes_extended((const unsigned char *) data, len, att->attnum));
+	h[1] = hash_combine64(h[1], hash_bytes_extended((const unsigned char *) data, len,
+													UINT64CONST(0x5BD1E995) + att->attnum));
+}
+
+/*
+ * An order-independent digest of the staged rows plus the options that shape
+ * the result: each row's binary image hashed into two 64-bit lanes, the lanes
+ * summed over rows (a multiset hash), then mixed with the options.  Binary
+ * images, like the *= operator used for change detection, need no equality
+ * operator, so json, point and xml columns work.
+ */
+char *
+stage_fingerprint(Stage *stage, const char *options)
+{
+	Oid			relid = DatumGetObjectId(DirectFunctionCall1(regclassin,
+															 CStringGetDatum(stage->name)));
+	Relation	rel;
+	Snapshot	snap;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	TupleDesc	desc;
+	MemoryContext rowcxt;
+	MemoryContext oldcxt;
+	uint64		sum[2] = {0, 0};
+	uint64		opts;
+
+	CommandCounterIncrement();
+	rel = relation_open(relid, AccessShareLock);
+	desc = RelationGetDescr(rel);
+	snap = RegisterSnapshot(GetLatestSnapshot());
+	scan = table_beginscan(rel, snap, 0, NULL);
+	slot = table_slot_create(rel, NULL);
+	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl fingerprint",
+								   ALLOCSET_DEFAULT_SIZES);
+
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		uint64		h[2] = {0, 0};
+
+		CHECK_FOR_INTERRUPTS();
+
+		oldcxt = MemoryContextSwitchTo(rowcxt);
+		slot_getallattrs(slot);
+		for (int i = 0; i < desc->natts; i++)
+			hash_attribute(TupleDescAttr(desc, i), slot->tts_values[i],
+						   slot->tts_isnull[i], h);
+		sum[0] += h[0];
+		sum[1] += h[1];
+		MemoryContextSwitchTo(oldcxt);
+		MemoryContextReset(rowcxt);
+	}
+
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	UnregisterSnapshot(snap);
+	relation_close(rel, AccessShareLock);
+	MemoryContextDelete(rowcxt);
+
+	opts = hash_bytes_extended((const unsigned char *) options, strlen(options),
+							   (uint64) stage->nrows);
+	return psprintf("%016llx%016llx",
+					(unsigned long long) hash_combine64(sum[0], opts),
+					(unsigned long long) hash_combine64(sum[1], opts ^ UINT64CONST(0xFF51AFD7ED558CCD)));
+}

@@ -1,0 +1,27 @@
+/*
+ * stage.h
+ *		Staging a batch: the source query, evaluated once, into a temporary
+ *		table with the target's column types; and its fingerprint.
+ */
+#ifndef IDEM_STAGE_H
+#define IDEM_STAGE_H
+
+#include "relinfo.h"
+
+typedef struct Stage
+{
+	char	   *name;			/* quoted, schema-qualified temp table */
+	char	   *body;			/* the source query, checked */
+	int			ncolumns;		/* the columns to write, in target order */
+	char	  **columns;
+	int64		nrows;
+} Stage;
+
+extern Stage *stage_plan(TargetInfo *target, const char *source);
+extern bool stage_has_column(Stage *stage, const char *name);
+extern void stage_load(Stage *stage, TargetInfo *target);
+extern char *stage_fingerprint(Stage *stage, const char *options);
+extern char *stage_temp_name(const char *purpose);
+extern void stage_drop(const char *name);
+
+#endif							/* IDEM_STAGE_H */

@@ -1,0 +1,339 @@
+/*
+ * upsert.c
+ *		etl_upsert_batch: merge a batch into a table by key, so that applying
+ *		it once or many times gives the same table.
+ *
+ * The steps: stage the source once into a temp table; fingerprint it; skip
+ * when the run_key's latest run had the same fingerprint; check keys; drop
+ * the rows that would not change anything; write the rest with INSERT ... ON
+ * CONFLICT in key order; delete the missing rows of the slice; record the run.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "dedup.h"
+#include "idem_etl.h"
+#include "ledger.h"
+#include "relinfo.h"
+#include "sql_build.h"
+#include "stage.h"
+
+PG_FUNCTION_INFO_V1(etl_upsert_batch);
+
+typedef struct UpsertArgs
+{
+	Oid			target;
+	char	   *source;
+	ArrayType  *key_columns;
+	char	   *order_by;
+	char	   *newer_column;
+	char	   *delete_missing;
+	char	   *run_key;
+} UpsertArgs;
+
+typedef struct UpsertCounts
+{
+	int64		inserted;
+	int64		updated;
+	int64		unchanged;
+	int64		deleted;
+} UpsertCounts;
+
+static char *
+text_arg(FunctionCallInfo fcinfo, int n)
+{
+	return PG_ARGISNULL(n) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(n));
+}
+
+/* The written columns that are not key columns: the ones an update sets. */
+static char **
+non_key_columns(Stage *stage, TargetKey *key, int *n)
+{
+	char	  **cols = palloc(sizeof(char *) * stage->ncolumns);
+
+	*n = 0;
+	for (int i = 0; i < stage->ncolumns; i++)
+	{
+		bool		is_key = false;
+
+		for (int j = 0; j < key->ncolumns; j++)
+			is_key |= strcmp(stage->columns[i], key->names[j]) == 0;
+		if (!is_key)
+			cols[(*n)++] = stage->columns[i];
+	}
+	return cols;
+}
+
+/* "incoming may overwrite stored": newer or equal, and NULL never wins */
+static void
+append_newer_wins(StringInfo buf, const char *stored, const char *incoming,
+				  const char *column)
+{
+	const char *col = quote_identifier(column);
+
+	appendStringInfo(buf, "(%s.%s IS NULL OR coalesce(%s.%s >= %s.%s, false))",
+					 stored, col, incoming, col, stored, col);
+}
+
+static void
+check_privileges(TargetInfo *target, TargetKey *key, Stage *stage,
+				 char **setcols, int nset, bool deletes)
+{
+	target_check_privileges(target, stage->columns, stage->ncolumns, ACL_SELECT);
+	target_check_privileges(target, stage->columns, stage->ncolumns, ACL_INSERT);
+	if (nset > 0)
+		target_check_privileges(target, setcols, nset, ACL_UPDATE);
+	if (deletes)
+		target_check_privileges(target, NULL, 0, ACL_DELETE);
+}
+
+/* What makes two applies of the same rows differ: columns and options. */
+static char *
+fingerprint_options(TargetInfo *target, TargetKey *key, Stage *stage,
+					const UpsertArgs *args)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < stage->ncolumns; i++)
+	{
+		TargetColumn *col = target_column(target, stage->columns[i]);
+
+		appendStringInfo(&buf, "col %zu:%s %u %d\n", strlen(col->name), col->name,
+						 col->typid, col->typmod);
+	}
+	for (int i = 0; i < key->ncolumns; i++)
+		appendStringInfo(&buf, "key %zu:%s\n", strlen(key->names[i]), key->names[i]);
+	if (args->order_by)
+		appendStringInfo(&buf, "order_by %zu:%s\n", strlen(args->order_by), args->order_by);
+	if (args->newer_column)
+		appendStringInfo(&buf, "newer %zu:%s\n", strlen(args->newer_column), args->newer_column);
+	if (args->delete_missing)
+		appendStringInfo(&buf, "delete %zu:%s\n", strlen(args->delete_missing), args->delete_missing);
+	return buf.data;
+}
+
+/*
+ * Write the rows that change something.  The anti-join drops unchanged rows
+ * (compared by binary image, so any column type works) and rows the stored
+ * newer_column says are older, before the INSERT: ON CONFLICT ... WHERE would
+ * still lock, and WAL-log, every conflicting row.  The INSERT's own WHERE
+ * repeats the newer_column rule for rows that changed concurrently.  Rows go
+ * in key order, so overlapping concurrent batches lock in the same order and
+ * cannot deadlock.  Inserts are told from updates by whether the key existed
+ * before: RETURNING xmax is not allowed on partitioned tables.
+ */
+static void
+merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
+			char **setcols, int nset, const char *newer_column,
+			UpsertCounts *counts)
+{
+	StringInfoData sql;
+	StringInfoData keys;
+	int64		written;
+	int64		fresh;
+	bool		isnull;
+
+	initStringInfo(&keys);
+	sqlb_append_columns(&keys, NULL, key->names, key->ncolumns);
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "WITH idem_delta AS MATERIALIZED (SELECT ");
+	sqlb_append_columns(&sql, "b", stage->columns, stage->ncolumns);
+	appendStringInfo(&sql, ", t.ctid IS NULL AS idem_etl_is_new FROM %s b LEFT JOIN %s t ON ",
+					 batch->name, target->qualname);
+	sqlb_append_key_match(&sql, "t", "b", key->names, key->ncolumns,
+						  key->nulls_not_distinct);
+	appendStringInfoString(&sql, " WHERE t.ctid IS NULL");
+	if (nset > 0)
+	{
+		appendStringInfoString(&sql, " OR (NOT (ROW(");
+		sqlb_append_columns(&sql, "t", setcols, nset);
+		appendStringInfoString(&sql, ") OPERATOR(pg_catalog.*=) ROW(");
+		sqlb_append_columns(&sql, "b", setcols, nset);
+		appendStringInfoString(&sql, "))");
+		if (newer_column)
+		{
+			appendStringInfoString(&sql, " AND ");
+			append_newer_wins(&sql, "t", "b", newer_column);
+		}
+		appendStringInfoChar(&sql, ')');
+	}
+	appendStringInfo(&sql, "), idem_written AS (INSERT INTO %s AS t (", target->qualname);
+	sqlb_append_columns(&sql, NULL, stage->columns, stage->ncolumns);
+	appendStringInfoString(&sql, ") SELECT ");
+	sqlb_append_columns(&sql, NULL, stage->columns, stage->ncolumns);
+	appendStringInfo(&sql, " FROM idem_delta ORDER BY %s ON CONFLICT (%s) ", keys.data, keys.data);
+	if (nset == 0)
+		appendStringInfoString(&sql, "DO NOTHING");
+	else
+	{
+		appendStringInfoString(&sql, "DO UPDATE SET ");
+		for (int i = 0; i < nset; i++)
+		{
+			const char *col = quote_identifier(setcols[i]);
+
+			appendStringInfo(&sql, "%s%s = EXCLUDED.%s", i ? ", " : "", col, col);
+		}
+		if (newer_column)
+		{
+			appendStringInfoString(&sql, " WHERE ");
+			append_newer_wins(&sql, "t", "EXCLUDED", newer_column);
+		}
+	}
+	appendStringInfoString(&sql, " RETURNING 1) SELECT (SELECT count(*) FROM idem_written)::pg_catalog.int8,"
+						   " (SELECT count(*) FROM idem_delta WHERE idem_etl_is_new)::pg_catalog.int8");
+	sqlb_exec(sql.data);
+
+	written = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	fresh = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+
+	/* only a concurrent writer of the same keys can make fresh exceed written */
+	counts->inserted = Min(fresh, written);
+	counts->updated = written - counts->inserted;
+	counts->unchanged = batch->nkeys - written;
+}
+
+/* Delete the slice's rows whose key is not in the batch. */
+static int64
+delete_missing_rows(TargetInfo *target, TargetKey *key, KeyedBatch *batch,
+					const char *condition)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "DELETE FROM %s WHERE (%s\n) AND NOT EXISTS (SELECT 1 FROM %s b WHERE ",
+					 target->qualname, condition, batch->name);
+	sqlb_append_key_match(&sql, quote_identifier(target->relname), "b",
+						  key->names, key->ncolumns, key->nulls_not_distinct);
+	appendStringInfoChar(&sql, ')');
+	return (int64) sqlb_exec(sql.data);
+}
+
+static void
+require_source_column(TargetInfo *target, Stage *stage, const char *name,
+					  const char *role)
+{
+	if (!stage_has_column(stage, name))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("%s \"%s\" is missing from the source", role, name),
+				 errdetail("The source query must return every key column, and newer_column, of relation \"%s\" by name.",
+						   target->relname),
+				 errhint("Add the column to the source query's select list.")));
+}
+
+Datum
+etl_upsert_batch(PG_FUNCTION_ARGS)
+{
+	UpsertArgs	args;
+	UpsertCounts counts = {0, 0, 0, 0};
+	LedgerRun	run;
+	LedgerPrior prior = {0, NULL, 0};
+	TargetInfo *target;
+	TargetKey  *key;
+	Stage	   *stage;
+	KeyedBatch	batch;
+	char	  **setcols;
+	int			nset;
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("target and source must not be NULL")));
+	args.target = PG_GETARG_OID(0);
+	args.source = text_arg(fcinfo, 1);
+	args.key_columns = PG_ARGISNULL(2) ? NULL : PG_GETARG_ARRAYTYPE_P(2);
+	args.order_by = text_arg(fcinfo, 3);
+	args.newer_column = text_arg(fcinfo, 4);
+	args.delete_missing = text_arg(fcinfo, 5);
+	args.run_key = text_arg(fcinfo, 6);
+
+	memset(&run, 0, sizeof(run));
+	run.started_at = GetCurrentTimestamp();
+	run.operation = "upsert";
+	run.run_key = args.run_key;
+
+	SPI_connect();
+
+	target = target_open(args.target);
+	run.target = target->qualname;
+	run.target_oid = target->relid;
+	key = target_key(target, args.key_columns);
+	if (args.order_by)
+		sqlb_check_sort_list(args.order_by, "order_by");
+	if (args.delete_missing)
+		sqlb_check_expression(args.delete_missing, "delete_missing");
+	if (args.newer_column && target_column(target, args.newer_column) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("newer_column \"%s\" of relation \"%s\" does not exist",
+						args.newer_column, target->relname),
+				 errhint("Name the column as it is in the catalog, without quotes.")));
+
+	stage = stage_plan(target, args.source);
+	for (int i = 0; i < key->ncolumns; i++)
+		require_source_column(target, stage, key->names[i], "key column");
+	if (args.newer_column)
+		require_source_column(target, stage, args.newer_column, "newer_column");
+	setcols = non_key_columns(stage, key, &nset);
+	check_privileges(target, key, stage, setcols, nset, args.delete_missing != NULL);
+
+	if (args.run_key)
+		ledger_lock_key(target->relid, run.operation, args.run_key);
+	stage_load(stage, target);
+	run.batch_rows = stage->nrows;
+	run.fingerprint = stage_fingerprint(stage, fingerprint_options(target, key, stage, &args));
+
+	if (args.run_key)
+		prior = ledger_prior_run(target->relid, run.operation, args.run_key);
+	if (prior.run_id != 0 && strcmp(prior.fingerprint, run.fingerprint) == 0)
+	{
+		ereport(NOTICE,
+				(errmsg("skipping upsert into \"%s\": run_key \"%s\" was applied by run %lld with the same batch",
+						target->relname, args.run_key, (long long) prior.run_id),
+				 errdetail("Nothing was written."),
+				 errhint("Change the batch, or use another run_key, to apply it again.")));
+		run.skipped = true;
+		counts.unchanged = prior.rows;
+	}
+	else
+	{
+		if (prior.run_id != 0)
+		{
+			ereport(NOTICE,
+					(errmsg("run_key \"%s\" was applied to \"%s\" by run %lld with a different batch; applying this one as a correction",
+							args.run_key, target->relname, (long long) prior.run_id)));
+			run.corrects = prior.run_id;
+		}
+		batch = dedup_batch(target, key, stage, args.order_by);
+		merge_batch(target, key, stage, &batch, setcols, nset, args.newer_column, &counts);
+		if (args.delete_missing)
+			counts.deleted = delete_missing_rows(target, key, &batch, args.delete_missing);
+		if (batch.is_copy)
+			stage_drop(batch.name);
+	}
+	stage_drop(stage->name);
+
+	run.inserted = counts.inserted;
+	run.updated = counts.updated;
+	run.unchanged = counts.unchanged;
+	run.deleted = counts.deleted;
+	values[0] = Int64GetDatum(ledger_record(&run));
+	values[1] = Int64GetDatum(counts.inserted);
+	values[2] = Int64GetDatum(counts.updated);
+	values[3] = Int64GetDatum(counts.unchanged);
+	values[4] = Int64GetDatum(counts.deleted);
+	values[5] = BoolGetDatum(run.skipped);
+
+	SPI_finish();
+	return idem_return_row(fcinfo, values, nulls);
+}
