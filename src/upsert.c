@@ -121,7 +121,8 @@ fingerprint_options(TargetInfo *target, TargetKey *key, Stage *stage,
 
 /*
  * Write the rows that change something.  The anti-join drops unchanged rows
- * (compared by binary image, so any column type works) and rows the stored
+ * (compared by binary image, so any column type works; the casts to record
+ * keep the parser from expanding ROW() op ROW() column by column) and rows the stored
  * newer_column says are older, before the INSERT: ON CONFLICT ... WHERE would
  * still lock, and WAL-log, every conflicting row.  The INSERT's own WHERE
  * repeats the newer_column rule for rows that changed concurrently.  Rows go
@@ -155,9 +156,9 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	{
 		appendStringInfoString(&sql, " OR (NOT (ROW(");
 		sqlb_append_columns(&sql, "t", setcols, nset);
-		appendStringInfoString(&sql, ") OPERATOR(pg_catalog.*=) ROW(");
+		appendStringInfoString(&sql, ")::pg_catalog.record OPERATOR(pg_catalog.*=) ROW(");
 		sqlb_append_columns(&sql, "b", setcols, nset);
-		appendStringInfoString(&sql, "))");
+		appendStringInfoString(&sql, ")::pg_catalog.record)");
 		if (newer_column)
 		{
 			appendStringInfoString(&sql, " AND ");
