@@ -55,6 +55,11 @@ SELECT run_id,
  ORDER BY run_id DESC;
 GRANT SELECT ON idem_etl.run_history TO PUBLIC;
 
+-- Internal: the change test of the merge (see src/compare.c).
+CREATE FUNCTION idem_etl.same_image(VARIADIC "any") RETURNS boolean
+AS 'MODULE_PATHNAME', 'idem_etl_same_image'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
 CREATE FUNCTION etl_upsert_batch(
     target         regclass,
     source         text,

@@ -66,28 +66,52 @@ check_conflicts(TargetInfo *target, TargetKey *key, const char *rel, bool tie)
 			 errhint("Pass order_by to choose which row wins, or remove the duplicates from the source.")));
 }
 
-/* CREATE TEMP TABLE name AS <query>, analyzed for the merge that reads it. */
+/* CREATE TEMP TABLE name AS <query> */
 static char *
 create_temp_as(const char *purpose, const char *query)
 {
 	char	   *name = stage_temp_name(purpose);
 
 	sqlb_exec(psprintf("CREATE TEMP TABLE %s ON COMMIT DROP AS %s", name, query));
-	sqlb_exec(psprintf("ANALYZE %s", name));
 	return name;
+}
+
+static int
+cmp_uint64(const void *a, const void *b)
+{
+	uint64		x = *(const uint64 *) a;
+	uint64		y = *(const uint64 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * True when the key hashes gathered by stage_scan prove every key distinct.
+ * Equal hashes may be a real duplicate or a collision: the caller then counts
+ * in SQL.
+ */
+static bool
+keys_proven_unique(Stage *stage)
+{
+	if (stage->key_hashes == NULL || stage->nkey_hashes != stage->nrows)
+		return false;
+	qsort(stage->key_hashes, stage->nkey_hashes, sizeof(uint64), cmp_uint64);
+	for (int64 i = 1; i < stage->nkey_hashes; i++)
+		if (stage->key_hashes[i] == stage->key_hashes[i - 1])
+			return false;
+	return true;
 }
 
 /*
  * Check the keys of the staged batch and return the relation holding one row
- * per key.  The common case, unique non-NULL keys, costs one aggregate.
+ * per key.  The common case, unique non-NULL keys, reads nothing more.
  */
 KeyedBatch
 dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_by)
 {
-	KeyedBatch	batch = {stage->name, false, 0};
+	KeyedBatch	batch = {stage->name, false, stage->nrows};
 	StringInfoData sql;
 	StringInfoData keys;
-	int64		null_rows;
 	int64		dup_keys;
 	char	   *from;
 
@@ -99,29 +123,25 @@ dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_
 		SPI_freeplan(sqlb_prepare(psprintf("SELECT 1 FROM %s ORDER BY %s\n",
 										   stage->name, order_by), 0, NULL));
 
-	initStringInfo(&sql);
-	appendStringInfoString(&sql,
-						   "SELECT pg_catalog.sum(n) FILTER (WHERE null_key)::pg_catalog.int8,"
-						   " count(*) FILTER (WHERE n > 1)::pg_catalog.int8,"
-						   " count(*)::pg_catalog.int8 FROM (SELECT ");
-	for (int i = 0; i < key->ncolumns; i++)
-		appendStringInfo(&sql, "%s%s IS NULL", i ? " OR " : "(",
-						 quote_identifier(key->names[i]));
-	appendStringInfo(&sql, ") AS null_key, count(*) AS n FROM %s GROUP BY %s) g",
-					 stage->name, keys.data);
-	sqlb_exec(sql.data);
-	null_rows = result_int8(1);
-	dup_keys = result_int8(2);
-	batch.nkeys = result_int8(3);
-
-	if (null_rows > 0 && !key->nulls_not_distinct)
+	if (stage->null_key_rows > 0 && !key->nulls_not_distinct)
 		ereport(ERROR,
 				(errcode(ERRCODE_NOT_NULL_VIOLATION),
 				 errmsg("%lld row(s) of the batch for \"%s\" have a NULL key",
-						(long long) null_rows, target->relname),
+						(long long) stage->null_key_rows, target->relname),
 				 errdetail("Key columns (%s) identify rows; NULL never matches a stored row, so a rerun would insert such rows again.",
 						   target_key_list(key)),
 				 errhint("Filter or fix those rows in the source query, or make the unique index NULLS NOT DISTINCT.")));
+	if (keys_proven_unique(stage))
+		return batch;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "SELECT count(*) FILTER (WHERE n > 1)::pg_catalog.int8, count(*)::pg_catalog.int8"
+					 " FROM (SELECT count(*) AS n FROM %s GROUP BY %s) g",
+					 stage->name, keys.data);
+	sqlb_exec(sql.data);
+	dup_keys = result_int8(1);
+	batch.nkeys = result_int8(2);
 	if (dup_keys == 0)
 		return batch;
 
@@ -131,7 +151,7 @@ dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_
 		resetStringInfo(&sql);
 		appendStringInfoString(&sql, "SELECT ");
 		sqlb_append_columns(&sql, NULL, stage->columns, stage->ncolumns);
-		appendStringInfo(&sql, " FROM (SELECT s.*, rank() OVER (PARTITION BY %s ORDER BY %s\n) AS idem_etl_rank FROM %s s) r WHERE idem_etl_rank = 1",
+		appendStringInfo(&sql, " FROM (SELECT s.*, pg_catalog.rank() OVER (PARTITION BY %s ORDER BY %s\n) AS idem_etl_rank FROM %s s) r WHERE idem_etl_rank = 1",
 						 keys.data, order_by, stage->name);
 		from = create_temp_as("ranked", sql.data);
 	}

@@ -24,6 +24,7 @@
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
 #include "utils/snapmgr.h"
+#include "utils/typcache.h"
 
 #include "sql_build.h"
 #include "stage.h"
@@ -144,9 +145,6 @@ stage_load(Stage *stage, TargetInfo *target)
 		elog(ERROR, "staging the source failed: %s", SPI_result_code_string(rc));
 	stage->nrows = SPI_processed;
 	SPI_freeplan(plan);
-
-	/* The checks and the merge join the stage: give the planner its size. */
-	sqlb_exec(psprintf("ANALYZE %s", stage->name));
 }
 
 /* Feed one attribute's binary image into the two hash lanes. */
@@ -190,14 +188,85 @@ hash_attribute(Form_pg_attribute att, Datum value, bool isnull, uint64 *h)
 }
 
 /*
- * An order-independent digest of the staged rows plus the options that shape
- * the result: each row's binary image hashed into two 64-bit lanes, the lanes
- * summed over rows (a multiset hash), then mixed with the options.  Binary
- * images, like the *= operator used for change detection, need no equality
- * operator, so json, point and xml columns work.
+ * Hash a key with its type's own hash function, so that keys the unique
+ * index considers equal hash alike; types without one fall back to the
+ * binary image.
+ */
+typedef struct KeyHasher
+{
+	int			attno;			/* 0-based attribute of the stage */
+	bool		use_proc;
+	FmgrInfo	proc;
+	Oid			collation;
+} KeyHasher;
+
+static KeyHasher *
+key_hashers(TupleDesc desc, TargetKey *key)
+{
+	KeyHasher  *kh = palloc0(sizeof(KeyHasher) * key->ncolumns);
+
+	for (int i = 0; i < key->ncolumns; i++)
+	{
+		Form_pg_attribute att = NULL;
+		TypeCacheEntry *tc;
+
+		for (int a = 0; a < desc->natts; a++)
+			if (strcmp(NameStr(TupleDescAttr(desc, a)->attname), key->names[i]) == 0)
+			{
+				kh[i].attno = a;
+				att = TupleDescAttr(desc, a);
+			}
+		Assert(att != NULL);
+		tc = lookup_type_cache(att->atttypid, TYPECACHE_HASH_EXTENDED_PROC_FINFO);
+		kh[i].use_proc = OidIsValid(tc->hash_extended_proc);
+		if (kh[i].use_proc)
+			fmgr_info_copy(&kh[i].proc, &tc->hash_extended_proc_finfo, CurrentMemoryContext);
+		kh[i].collation = att->attcollation;
+	}
+	return kh;
+}
+
+/* Returns false when the key has a NULL, which the caller counts. */
+static bool
+hash_key(KeyHasher *kh, int nkeys, TupleDesc desc, TupleTableSlot *slot,
+		 bool nulls_hash, uint64 *result)
+{
+	uint64		h[2] = {0, 0};
+
+	for (int i = 0; i < nkeys; i++)
+	{
+		int			a = kh[i].attno;
+
+		if (slot->tts_isnull[a] && !nulls_hash)
+			return false;
+		if (kh[i].use_proc && !slot->tts_isnull[a])
+			h[0] = hash_combine64(h[0],
+								  DatumGetUInt64(FunctionCall2Coll(&kh[i].proc, kh[i].collation,
+																   slot->tts_values[a],
+																   Int64GetDatum(0))));
+		else
+			hash_attribute(TupleDescAttr(desc, a), slot->tts_values[a],
+						   slot->tts_isnull[a], h);
+	}
+	*result = h[0] ^ h[1];
+	return true;
+}
+
+/*
+ * One pass over the stage computes:
+ *
+ * - the fingerprint, an order-independent digest of the staged rows plus the
+ *   options that shape the result: each row's binary image hashed into two
+ *   64-bit lanes, the lanes summed over rows (a multiset hash), then mixed
+ *   with the options.  Binary images, like the *= operator used for change
+ *   detection, need no equality operator, so json, point and xml work;
+ * - the number of rows with a NULL key;
+ * - a 64-bit hash of every key, which dedup.c sorts to prove the keys unique
+ *   without an aggregate over the batch.  They are kept only while they fit
+ *   in work_mem; beyond that dedup.c checks the keys in SQL instead.
  */
 char *
-stage_fingerprint(Stage *stage, const char *options)
+stage_scan(Stage *stage, TargetKey *key, const char *options)
 {
 	Oid			relid = DatumGetObjectId(DirectFunctionCall1(regclassin,
 															 CStringGetDatum(stage->name)));
@@ -206,6 +275,7 @@ stage_fingerprint(Stage *stage, const char *options)
 	TableScanDesc scan;
 	TupleTableSlot *slot;
 	TupleDesc	desc;
+	KeyHasher  *kh;
 	MemoryContext rowcxt;
 	MemoryContext oldcxt;
 	uint64		sum[2] = {0, 0};
@@ -214,18 +284,25 @@ stage_fingerprint(Stage *stage, const char *options)
 	CommandCounterIncrement();
 	rel = relation_open(relid, AccessShareLock);
 	desc = RelationGetDescr(rel);
+	kh = key_hashers(desc, key);
+	stage->null_key_rows = 0;
+	stage->nkey_hashes = 0;
+	stage->key_hashes = NULL;
+	if (stage->nrows > 0 && stage->nrows <= (int64) work_mem * 1024L / sizeof(uint64))
+		stage->key_hashes = palloc(sizeof(uint64) * stage->nrows);
+
 	snap = RegisterSnapshot(GetLatestSnapshot());
 	scan = table_beginscan(rel, snap, 0, NULL);
 	slot = table_slot_create(rel, NULL);
-	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl fingerprint",
+	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl stage scan",
 								   ALLOCSET_DEFAULT_SIZES);
 
 	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
 	{
 		uint64		h[2] = {0, 0};
+		uint64		keyhash;
 
 		CHECK_FOR_INTERRUPTS();
-
 		oldcxt = MemoryContextSwitchTo(rowcxt);
 		slot_getallattrs(slot);
 		for (int i = 0; i < desc->natts; i++)
@@ -233,6 +310,10 @@ stage_fingerprint(Stage *stage, const char *options)
 						   slot->tts_isnull[i], h);
 		sum[0] += h[0];
 		sum[1] += h[1];
+		if (!hash_key(kh, key->ncolumns, desc, slot, key->nulls_not_distinct, &keyhash))
+			stage->null_key_rows++;
+		else if (stage->key_hashes && stage->nkey_hashes < stage->nrows)
+			stage->key_hashes[stage->nkey_hashes++] = keyhash;
 		MemoryContextSwitchTo(oldcxt);
 		MemoryContextReset(rowcxt);
 	}

@@ -15,6 +15,7 @@
 #include "fmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 #include "dedup.h"
@@ -121,8 +122,8 @@ fingerprint_options(TargetInfo *target, TargetKey *key, Stage *stage,
 
 /*
  * Write the rows that change something.  The anti-join drops unchanged rows
- * (compared by binary image, so any column type works; the casts to record
- * keep the parser from expanding ROW() op ROW() column by column) and rows the stored
+ * (compared by binary image with idem_etl.same_image, so any column type
+ * works) and rows the stored
  * newer_column says are older, before the INSERT: ON CONFLICT ... WHERE would
  * still lock, and WAL-log, every conflicting row.  The INSERT's own WHERE
  * repeats the newer_column rule for rows that changed concurrently.  Rows go
@@ -140,6 +141,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	int64		written;
 	int64		fresh;
 	bool		isnull;
+	int			nestlevel;
 
 	initStringInfo(&keys);
 	sqlb_append_columns(&keys, NULL, key->names, key->ncolumns);
@@ -154,11 +156,14 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	appendStringInfoString(&sql, " WHERE t.ctid IS NULL");
 	if (nset > 0)
 	{
-		appendStringInfoString(&sql, " OR (NOT (ROW(");
-		sqlb_append_columns(&sql, "t", setcols, nset);
-		appendStringInfoString(&sql, ")::pg_catalog.record OPERATOR(pg_catalog.*=) ROW(");
-		sqlb_append_columns(&sql, "b", setcols, nset);
-		appendStringInfoString(&sql, ")::pg_catalog.record)");
+		appendStringInfoString(&sql, " OR (NOT idem_etl.same_image(");
+		for (int i = 0; i < nset; i++)
+		{
+			const char *col = quote_identifier(setcols[i]);
+
+			appendStringInfo(&sql, "%st.%s, b.%s", i ? ", " : "", col, col);
+		}
+		appendStringInfoChar(&sql, ')');
 		if (newer_column)
 		{
 			appendStringInfoString(&sql, " AND ");
@@ -190,7 +195,19 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	}
 	appendStringInfoString(&sql, " RETURNING 1) SELECT (SELECT count(*) FROM idem_written)::pg_catalog.int8,"
 						   " (SELECT count(*) FROM idem_delta WHERE idem_etl_is_new)::pg_catalog.int8");
+
+	/*
+	 * Probe the key index once per batch row, as ON CONFLICT itself does,
+	 * rather than hash the whole target: batches are usually much smaller
+	 * than their targets.  The settings revert when this level ends.
+	 */
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("enable_hashjoin", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	sqlb_exec(sql.data);
+	AtEOXact_GUC(true, nestlevel);
 
 	written = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	fresh = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
@@ -292,7 +309,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 		ledger_lock_key(target->relid, run.operation, args.run_key);
 	stage_load(stage, target);
 	run.batch_rows = stage->nrows;
-	run.fingerprint = stage_fingerprint(stage, fingerprint_options(target, key, stage, &args));
+	run.fingerprint = stage_scan(stage, key, fingerprint_options(target, key, stage, &args));
 
 	if (args.run_key)
 		prior = ledger_prior_run(target->relid, run.operation, args.run_key);
