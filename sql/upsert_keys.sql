@@ -69,6 +69,18 @@ SELECT * FROM keys.err($$SELECT * FROM etl_upsert_batch('keys.uq',
 SELECT * FROM keys.err($$SELECT * FROM etl_upsert_batch('keys.pk',
     'SELECT 1 AS id, ''a'' AS v', key_columns => ARRAY['ID'])$$);
 
+-- key_columns that name nothing, a column twice, or NULL
+SELECT * FROM keys.err($$SELECT * FROM etl_upsert_batch('keys.pk',
+    'SELECT 1 AS id, ''a'' AS v', key_columns => ARRAY[]::text[])$$);
+SELECT * FROM keys.err($$SELECT * FROM etl_upsert_batch('keys.pk',
+    'SELECT 1 AS id, ''a'' AS v', key_columns => ARRAY['id', 'id'])$$);
+SELECT * FROM keys.err($$SELECT * FROM etl_upsert_batch('keys.pk',
+    'SELECT 1 AS id, ''a'' AS v', key_columns => ARRAY['id', NULL])$$);
+-- a GENERATED ALWAYS identity key cannot be merged on (it is never written)
+CREATE TABLE keys.ident (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);
+SELECT * FROM keys.err($$SELECT * FROM etl_upsert_batch('keys.ident', 'SELECT 1 AS id, ''a'' AS v')$$);
+SELECT count(*) FROM keys.ident;
+
 --
 -- no usable unique index: 42P10
 --

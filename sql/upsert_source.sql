@@ -110,6 +110,22 @@ SELECT * FROM src.err($$SELECT * FROM etl_upsert_batch('src.t',
 -- an unnamed source column
 SELECT * FROM src.err($$SELECT * FROM etl_upsert_batch('src.t', 'SELECT 1 AS id, ''x''')$$);
 SELECT id, name, status, note, len FROM src.t ORDER BY id;
+-- two source columns with one name: 42701
+SELECT * FROM src.err($$SELECT * FROM etl_upsert_batch('src.t',
+    'SELECT 1 AS id, ''x'' AS name, ''y'' AS name')$$);
+
+-- a source that carries the generated and GENERATED ALWAYS identity columns
+-- (e.g. a staging table made LIKE the target): they are not written
+SELECT inserted, updated, unchanged, deleted, skipped
+  FROM etl_upsert_batch('src.t', $$SELECT 1 AS id, 'alphabet' AS name, 99 AS len, -1 AS rid$$);
+SELECT inserted, updated, unchanged, deleted, skipped
+  FROM etl_upsert_batch('src.t', $$SELECT 5 AS id, 'epsilon' AS name, 99 AS len, -1 AS rid$$);
+SELECT id, name, len, rid > 0 AS rid_generated FROM src.t WHERE id IN (1, 5) ORDER BY id;
+SELECT t.id, t.rid = i.rid AS same_rid FROM src.t t JOIN src.ident i USING (id) WHERE id = 1;
+
+-- NULL target or source: 22004
+SELECT * FROM src.err($$SELECT * FROM etl_upsert_batch(NULL, 'SELECT 1 AS id')$$);
+SELECT * FROM src.err($$SELECT * FROM etl_upsert_batch('src.t', NULL)$$);
 
 --
 -- kinds of source
@@ -133,6 +149,9 @@ SELECT inserted, updated, unchanged, deleted, skipped
 SELECT inserted, updated, unchanged, deleted, skipped
   FROM etl_upsert_batch('src.k',
        'WITH w AS (SELECT 4 AS id, ''from with'' AS v) SELECT id, v FROM w');
+-- one query with a trailing semicolon is still one query
+SELECT inserted, updated, unchanged, deleted, skipped
+  FROM etl_upsert_batch('src.k', 'SELECT 4 AS id, ''from with'' AS v;');
 -- ORDER BY and LIMIT inside the source
 SELECT inserted, updated, unchanged, deleted, skipped
   FROM etl_upsert_batch('src.k',
