@@ -31,14 +31,17 @@ INSERT INTO basic.batch VALUES
     (4, 'fig',   0,    '{"k": {"nested": true}}', '(-1.5,2.25)', '<c x="1">t</c>',   '');
 
 -- per-row physical version of the target, to compare before and after
-CREATE TABLE basic.versions (id int, xmin_before text, ctid_before text);
+CREATE TABLE basic.versions (id int, xmin_before text, ctid_before text, xmax_before text);
 CREATE FUNCTION basic.save_versions() RETURNS void LANGUAGE sql AS $$
     DELETE FROM basic.versions;
-    INSERT INTO basic.versions SELECT id, xmin::text, ctid::text FROM basic.items;
+    INSERT INTO basic.versions SELECT id, xmin::text, ctid::text, xmax::text FROM basic.items;
 $$;
--- same_version: t = the row was not rewritten, f = new row version, NULL = new row
+-- same_version: t = the row was not rewritten, f = new row version, NULL = new row;
+-- not_locked: xmax unchanged (ON CONFLICT ... DO UPDATE ... WHERE <changed> would
+-- leave the locker's xid in xmax of every conflicting row it did not update)
 CREATE VIEW basic.rewritten AS
-SELECT i.id, (i.xmin::text = v.xmin_before AND i.ctid::text = v.ctid_before) AS same_version
+SELECT i.id, (i.xmin::text = v.xmin_before AND i.ctid::text = v.ctid_before) AS same_version,
+       i.xmax::text = v.xmax_before AS not_locked
   FROM basic.items i LEFT JOIN basic.versions v USING (id);
 
 -- the target equals the batch (compared as text: json, point, xml have no =)
@@ -141,20 +144,21 @@ CREATE TABLE basic.big (id bigint PRIMARY KEY, v text, j json);
 SELECT inserted, updated, unchanged, deleted, skipped
   FROM etl_upsert_batch('basic.big',
        $$SELECT g AS id, md5(g::text) AS v, json_build_object('g', g) AS j FROM generate_series(1, 20000) g$$);
-CREATE TEMP TABLE big_versions AS SELECT id, xmin::text AS xm, ctid::text AS ct FROM basic.big;
+CREATE TEMP TABLE big_versions AS SELECT id, xmin::text AS xm, ctid::text AS ct, xmax::text AS xx FROM basic.big;
 SELECT inserted, updated, unchanged, deleted, skipped
   FROM etl_upsert_batch('basic.big',
        $$SELECT g AS id, md5(g::text) AS v, json_build_object('g', g) AS j FROM generate_series(20000, 1, -1) g$$);
 SELECT count(*) AS rewritten_rows
   FROM basic.big b JOIN big_versions v USING (id)
  WHERE b.xmin::text <> v.xm OR b.ctid::text <> v.ct;
+SELECT count(*) AS locked_rows FROM basic.big b JOIN big_versions v USING (id) WHERE b.xmax::text <> v.xx;
 -- one row in 20000 changed: exactly one new row version
 SELECT inserted, updated, unchanged, deleted, skipped
   FROM etl_upsert_batch('basic.big',
        $$SELECT g AS id, CASE WHEN g = 777 THEN 'changed' ELSE md5(g::text) END AS v,
                 json_build_object('g', g) AS j FROM generate_series(1, 20000) g$$);
 SELECT id FROM basic.big b JOIN big_versions v USING (id)
- WHERE b.xmin::text <> v.xm OR b.ctid::text <> v.ct;
+ WHERE b.xmin::text <> v.xm OR b.ctid::text <> v.ct OR b.xmax::text <> v.xx;
 
 -- the result is one row
 SELECT count(*), bool_and(run_id IS NOT NULL) AS has_run_id

@@ -205,3 +205,24 @@ DROP SCHEMA ledger CASCADE;
 DROP EXTENSION idem_etl;
 RESET client_min_messages;
 DROP ROLE idem_test_ledger_reader;
+
+--
+-- DROP EXTENSION removes the ledger with everything else; CREATE EXTENSION
+-- ... SCHEMA puts the function there and the ledger in idem_etl
+--
+SELECT count(*) AS idem_etl_schemas FROM pg_namespace WHERE nspname = 'idem_etl';
+SELECT count(*) AS functions FROM pg_proc WHERE proname = 'etl_upsert_batch';
+SET client_min_messages = warning;
+DROP SCHEMA IF EXISTS ledger_fn CASCADE;
+RESET client_min_messages;
+CREATE SCHEMA ledger_fn;
+CREATE EXTENSION idem_etl SCHEMA ledger_fn;
+SELECT pronamespace::regnamespace AS function_schema FROM pg_proc WHERE proname = 'etl_upsert_batch';
+CREATE TABLE ledger_fn.t (id int PRIMARY KEY, v text);
+SELECT inserted FROM ledger_fn.etl_upsert_batch('ledger_fn.t', 'SELECT 1 AS id, ''a'' AS v');
+SELECT count(*) FROM idem_etl.runs;
+DROP EXTENSION idem_etl;
+SELECT count(*) AS idem_etl_schemas FROM pg_namespace WHERE nspname = 'idem_etl';
+SET client_min_messages = warning;
+DROP SCHEMA ledger_fn CASCADE;
+RESET client_min_messages;
