@@ -27,7 +27,8 @@ result_int8(int col)
 /*
  * Raise 21000 when two rows of relation rel share a key but differ.  Rows are
  * compared by binary image (*=), which needs no equality operator on any
- * column type.
+ * column type.  The key is shown as PostgreSQL shows it in unique
+ * violations: (a, b)=(1, null).
  */
 static void
 check_conflicts(TargetInfo *target, TargetKey *key, const char *rel, bool tie)
@@ -37,9 +38,11 @@ check_conflicts(TargetInfo *target, TargetKey *key, const char *rel, bool tie)
 	char	   *example;
 
 	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT count(*)::pg_catalog.int8, pg_catalog.min(k) FROM (SELECT ROW(");
-	sqlb_append_columns(&sql, "a", key->names, key->ncolumns);
-	appendStringInfo(&sql, ")::pg_catalog.text AS k FROM %s a WHERE EXISTS (SELECT 1 FROM %s b WHERE ",
+	appendStringInfoString(&sql, "SELECT count(*)::pg_catalog.int8, pg_catalog.min(k) FROM (SELECT pg_catalog.concat('('");
+	for (int i = 0; i < key->ncolumns; i++)
+		appendStringInfo(&sql, ", %scoalesce(a.%s::pg_catalog.text, 'null')",
+						 i ? "', ', " : "", quote_identifier(key->names[i]));
+	appendStringInfo(&sql, ", ')') AS k FROM %s a WHERE EXISTS (SELECT 1 FROM %s b WHERE ",
 					 rel, rel);
 	sqlb_append_key_match(&sql, "a", "b", key->names, key->ncolumns, true);
 	appendStringInfoString(&sql, " AND NOT (a OPERATOR(pg_catalog.*=) b)) GROUP BY 1) c");

@@ -11,6 +11,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_class.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "utils/array.h"
@@ -121,15 +122,36 @@ fingerprint_options(TargetInfo *target, TargetKey *key, Stage *stage,
 }
 
 /*
- * Write the rows that change something.  The anti-join drops unchanged rows
+ * How the merge tells inserted rows from updated ones.  On a plain table a
+ * row version whose xmax is 0 was inserted; an updated one carries our lock
+ * in xmax.  This is exact even when another transaction inserts the same
+ * keys meanwhile.  PostgreSQL 15 refuses system columns in RETURNING on a
+ * partitioned table, so there the count is of rows whose key was absent
+ * when the batch was compared with the target: exact unless a concurrent
+ * transaction writes the same keys.
+ */
+static void
+append_outcome(StringInfo sql, TargetInfo *target)
+{
+	if (target->relkind == RELKIND_RELATION)
+		appendStringInfoString(sql, " RETURNING t.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid AS idem_etl_inserted)"
+							   " SELECT count(*)::pg_catalog.int8,"
+							   " count(*) FILTER (WHERE idem_etl_inserted)::pg_catalog.int8"
+							   " FROM idem_written");
+	else
+		appendStringInfoString(sql, " RETURNING 1) SELECT count(*)::pg_catalog.int8,"
+							   " (SELECT count(*) FROM idem_delta WHERE idem_etl_is_new)::pg_catalog.int8"
+							   " FROM idem_written");
+}
+
+/*
+ * Write the rows that change something.  The join drops unchanged rows
  * (compared by binary image with idem_etl.same_image, so any column type
- * works) and rows the stored
- * newer_column says are older, before the INSERT: ON CONFLICT ... WHERE would
- * still lock, and WAL-log, every conflicting row.  The INSERT's own WHERE
- * repeats the newer_column rule for rows that changed concurrently.  Rows go
- * in key order, so overlapping concurrent batches lock in the same order and
- * cannot deadlock.  Inserts are told from updates by whether the key existed
- * before: RETURNING xmax is not allowed on partitioned tables.
+ * works) and rows the stored newer_column says are older, before the INSERT:
+ * ON CONFLICT ... WHERE would still lock, and WAL-log, every conflicting row.
+ * The INSERT's own WHERE repeats the newer_column rule for rows that changed
+ * concurrently.  Rows go in key order, so overlapping concurrent batches lock
+ * in the same order and cannot deadlock.
  */
 static void
 merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
@@ -139,7 +161,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	StringInfoData sql;
 	StringInfoData keys;
 	int64		written;
-	int64		fresh;
+	int64		inserted;
 	bool		isnull;
 	int			nestlevel;
 
@@ -147,7 +169,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	sqlb_append_columns(&keys, NULL, key->names, key->ncolumns);
 
 	initStringInfo(&sql);
-	appendStringInfoString(&sql, "WITH idem_delta AS MATERIALIZED (SELECT ");
+	appendStringInfoString(&sql, "WITH idem_delta AS (SELECT ");
 	sqlb_append_columns(&sql, "b", stage->columns, stage->ncolumns);
 	appendStringInfo(&sql, ", t.ctid IS NULL AS idem_etl_is_new FROM %s b LEFT JOIN %s t ON ",
 					 batch->name, target->qualname);
@@ -193,8 +215,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 			append_newer_wins(&sql, "t", "EXCLUDED", newer_column);
 		}
 	}
-	appendStringInfoString(&sql, " RETURNING 1) SELECT (SELECT count(*) FROM idem_written)::pg_catalog.int8,"
-						   " (SELECT count(*) FROM idem_delta WHERE idem_etl_is_new)::pg_catalog.int8");
+	append_outcome(&sql, target);
 
 	/*
 	 * Probe the key index once per batch row, as ON CONFLICT itself does,
@@ -210,10 +231,8 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	AtEOXact_GUC(true, nestlevel);
 
 	written = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	fresh = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-
-	/* only a concurrent writer of the same keys can make fresh exceed written */
-	counts->inserted = Min(fresh, written);
+	inserted = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	counts->inserted = Min(inserted, written);
 	counts->updated = written - counts->inserted;
 	counts->unchanged = batch->nkeys - written;
 }
