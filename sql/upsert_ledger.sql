@@ -167,6 +167,18 @@ SELECT * FROM ledger.call('opt day', 'TABLE ledger.b', run_key => 'opt');
 SELECT * FROM ledger.call('opt day newer', 'TABLE ledger.b', run_key => 'opt', newer_column => 'version');
 SELECT * FROM ledger.call('opt day newer again', 'TABLE ledger.b', run_key => 'opt', newer_column => 'version');
 
+-- a skipped call deletes nothing either, although the applied one did
+CREATE TABLE ledger.dm (id int PRIMARY KEY, v text);
+INSERT INTO ledger.dm VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd');
+SELECT * FROM ledger.call('dm day', $$SELECT * FROM (VALUES (1, 'a'), (2, 'B')) s(id, v)$$,
+                          delete_missing => 'true', run_key => 'dm', target => 'ledger.dm');
+INSERT INTO ledger.dm VALUES (5, 'added since');
+SELECT * FROM ledger.call('dm day rerun', $$SELECT * FROM (VALUES (2, 'B'), (1, 'a')) s(id, v)$$,
+                          delete_missing => 'true', run_key => 'dm', target => 'ledger.dm');
+SELECT * FROM ledger.dm ORDER BY id;
+SELECT step, batch_rows, inserted, updated, unchanged, deleted, skipped FROM ledger.rows
+ WHERE step LIKE 'dm %' ORDER BY step;
+
 --
 -- run_history: newest first, with outcome and counts
 --
