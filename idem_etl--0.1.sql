@@ -20,13 +20,17 @@ CREATE TABLE idem_etl.runs (
     updated      bigint      NOT NULL DEFAULT 0,
     unchanged    bigint      NOT NULL DEFAULT 0,
     deleted      bigint      NOT NULL DEFAULT 0,
+    partition_value text,
+    partition_table text,
+    rows_loaded  bigint,
+    rows_replaced bigint,
     skipped      boolean     NOT NULL DEFAULT false,
     corrects     bigint,
     started_at   timestamptz NOT NULL,
     finished_at  timestamptz NOT NULL,
     run_by       name        NOT NULL
 );
-CREATE INDEX runs_lookup ON idem_etl.runs (target_oid, operation, run_key, run_id);
+CREATE INDEX runs_lookup ON idem_etl.runs (target_oid, operation, run_key, partition_value, run_id);
 COMMENT ON TABLE idem_etl.runs IS 'idem_etl ledger: one row per committed call (written by the extension only)';
 
 REVOKE ALL ON idem_etl.runs FROM PUBLIC;
@@ -45,6 +49,10 @@ SELECT run_id,
        updated,
        unchanged,
        deleted,
+       partition_value,
+       partition_table,
+       rows_loaded,
+       rows_replaced,
        finished_at - started_at AS duration,
        started_at,
        finished_at,

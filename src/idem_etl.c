@@ -14,6 +14,11 @@
 
 PG_MODULE_MAGIC;
 
+/* Settings (see README, "Settings") */
+int			idem_keep_replaced = 0;		/* seconds */
+int			idem_lock_timeout = 5000;	/* milliseconds */
+int			idem_lock_retries = 5;
+
 void		_PG_init(void);
 
 void
@@ -21,6 +26,22 @@ _PG_init(void)
 {
 	if (IsBinaryUpgrade)
 		return;
+
+	DefineCustomIntVariable("idem_etl.keep_replaced",
+							"How long a replaced partition is kept, detached, so that it can be restored.",
+							"Used when etl_replace_partition is called with keep_replaced NULL; 0 drops the replaced data at commit.",
+							&idem_keep_replaced, 0, 0, INT_MAX,
+							PGC_USERSET, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("idem_etl.lock_timeout",
+							"How long one try of a partition swap waits for its locks.",
+							NULL,
+							&idem_lock_timeout, 5000, 1, INT_MAX,
+							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("idem_etl.lock_retries",
+							"How many more times a partition swap tries after its first try timed out.",
+							NULL,
+							&idem_lock_retries, 5, 0, 1000,
+							PGC_USERSET, 0, NULL, NULL, NULL);
 
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("idem_etl");

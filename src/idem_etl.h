@@ -10,6 +10,10 @@
 /* Schema holding the extension's own state (ledger, views). */
 #define IDEM_ETL_STATE_SCHEMA "idem_etl"
 
+extern int	idem_keep_replaced;
+extern int	idem_lock_timeout;
+extern int	idem_lock_retries;
+
 extern Datum idem_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
 
 #endif							/* IDEM_ETL_H */

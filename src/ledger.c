@@ -51,13 +51,13 @@ ledger_lock_key(Oid target, const char *operation, const char *key)
 }
 
 static LedgerPrior
-lookup_prior(SPIPlanPtr plan, Datum *args, Snapshot snapshot)
+lookup_prior(SPIPlanPtr plan, Datum *args, const char *nulls, Snapshot snapshot)
 {
 	LedgerPrior prior = {0, NULL, 0};
 	int			rc;
 	bool		isnull;
 
-	rc = SPI_execute_snapshot(plan, args, NULL, snapshot, InvalidSnapshot,
+	rc = SPI_execute_snapshot(plan, args, nulls, snapshot, InvalidSnapshot,
 							  true, false, 1);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "ledger lookup failed: %s", SPI_result_code_string(rc));
@@ -79,25 +79,33 @@ lookup_prior(SPIPlanPtr plan, Datum *args, Snapshot snapshot)
  * serialization failure, which the caller retries.
  */
 LedgerPrior
-ledger_prior_run(Oid target, const char *operation, const char *run_key)
+ledger_prior_run(Oid target, const char *operation, const char *run_key,
+				 const char *partition_value)
 {
-	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
-	Datum		args[3];
+	Oid			argtypes[4] = {OIDOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		args[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
 	SPIPlanPtr	plan;
 	LedgerPrior latest;
 
 	args[0] = ObjectIdGetDatum(target);
 	args[1] = CStringGetTextDatum(operation);
 	args[2] = CStringGetTextDatum(run_key);
-	plan = sqlb_prepare("SELECT run_id, fingerprint, inserted + updated + unchanged"
+	if (partition_value)
+		args[3] = CStringGetTextDatum(partition_value);
+	else
+		nulls[3] = 'n';
+	plan = sqlb_prepare("SELECT run_id, fingerprint,"
+						" coalesce(rows_loaded, inserted + updated + unchanged)"
 						" FROM idem_etl.runs"
 						" WHERE target_oid = $1 AND operation = $2 AND run_key = $3"
-						" ORDER BY run_id DESC LIMIT 1", 3, argtypes);
+						" AND partition_value IS NOT DISTINCT FROM $4"
+						" ORDER BY run_id DESC LIMIT 1", 4, argtypes);
 
-	latest = lookup_prior(plan, args, GetLatestSnapshot());
+	latest = lookup_prior(plan, args, nulls, GetLatestSnapshot());
 	if (IsolationUsesXactSnapshot())
 	{
-		LedgerPrior visible = lookup_prior(plan, args, GetTransactionSnapshot());
+		LedgerPrior visible = lookup_prior(plan, args, nulls, GetTransactionSnapshot());
 
 		if (visible.run_id != latest.run_id)
 			ereport(ERROR,
@@ -130,11 +138,11 @@ ledger_owner(void)
 int64
 ledger_record(const LedgerRun *run)
 {
-	Oid			argtypes[14] = {TEXTOID, TEXTOID, OIDOID, TEXTOID, TEXTOID,
+	Oid			argtypes[18] = {TEXTOID, TEXTOID, OIDOID, TEXTOID, TEXTOID,
 		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID, INT8OID,
-	TIMESTAMPTZOID, NAMEOID};
-	Datum		args[14];
-	char		nulls[14];
+		TIMESTAMPTZOID, NAMEOID, TEXTOID, TEXTOID, INT8OID, INT8OID};
+	Datum		args[18];
+	char		nulls[18];
 	Oid			save_userid;
 	int			save_sec_context;
 	SPIPlanPtr	plan;
@@ -166,16 +174,26 @@ ledger_record(const LedgerRun *run)
 	args[12] = TimestampTzGetDatum(run->started_at);
 	args[13] = DirectFunctionCall1(namein,
 								   CStringGetDatum(GetUserNameFromId(save_userid, false)));
+	if (run->partition_value)
+	{
+		args[14] = CStringGetTextDatum(run->partition_value);
+		args[15] = CStringGetTextDatum(run->partition_table);
+		args[16] = Int64GetDatum(run->rows_loaded);
+		args[17] = Int64GetDatum(run->rows_replaced);
+	}
+	else
+		memset(nulls + 14, 'n', 4);
 
 	SetUserIdAndSecContext(ledger_owner(),
 						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
 	plan = sqlb_prepare("INSERT INTO idem_etl.runs (operation, target, target_oid, run_key,"
 						" fingerprint, batch_rows, inserted, updated, unchanged, deleted,"
-						" skipped, corrects, started_at, finished_at, run_by)"
+						" skipped, corrects, started_at, finished_at, run_by,"
+						" partition_value, partition_table, rows_loaded, rows_replaced)"
 						" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
-						" pg_catalog.clock_timestamp(), $14) RETURNING run_id",
-						14, argtypes);
+						" pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18) RETURNING run_id",
+						18, argtypes);
 	rc = SPI_execute_plan(plan, args, nulls, false, 1);
 	if (rc != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
 		elog(ERROR, "recording the run failed: %s", SPI_result_code_string(rc));

@@ -19,6 +19,10 @@ typedef struct LedgerRun
 	int64		updated;
 	int64		unchanged;
 	int64		deleted;
+	const char *partition_value;	/* replace operations only, else NULL */
+	const char *partition_table;
+	int64		rows_loaded;
+	int64		rows_replaced;
 	bool		skipped;
 	int64		corrects;		/* run_id of the run this one corrects, or 0 */
 	TimestampTz started_at;
@@ -29,11 +33,12 @@ typedef struct LedgerPrior
 {
 	int64		run_id;			/* 0 when there is none */
 	char	   *fingerprint;
-	int64		rows;			/* inserted + updated + unchanged */
+	int64		rows;			/* rows the run left as the batch's result */
 } LedgerPrior;
 
 extern void ledger_lock_key(Oid target, const char *operation, const char *key);
-extern LedgerPrior ledger_prior_run(Oid target, const char *operation, const char *run_key);
+extern LedgerPrior ledger_prior_run(Oid target, const char *operation,
+									 const char *run_key, const char *partition_value);
 extern int64 ledger_record(const LedgerRun *run);
 
 #endif							/* IDEM_LEDGER_H */

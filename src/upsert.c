@@ -122,13 +122,14 @@ fingerprint_options(TargetInfo *target, TargetKey *key, Stage *stage,
 }
 
 /*
- * How the merge tells inserted rows from updated ones.  On a plain table a
- * row version whose xmax is 0 was inserted; an updated one carries our lock
- * in xmax.  This is exact even when another transaction inserts the same
- * keys meanwhile.  PostgreSQL 15 refuses system columns in RETURNING on a
- * partitioned table, so there the count is of rows whose key was absent
- * when the batch was compared with the target: exact unless a concurrent
- * transaction writes the same keys.
+ * How the merge tells inserted rows from updated ones: a row version whose
+ * xmax is 0 was inserted, while an updated one carries our lock in xmax.
+ * This stays exact when another transaction inserts the same keys meanwhile.
+ * On a plain table the INSERT returns xmax.  PostgreSQL 15 refuses xmax in
+ * RETURNING on a partitioned table, so there the batch's rows written by
+ * this transaction from the merge's command on (no later command of ours
+ * writes the target before the count) are looked up again by key
+ * afterwards; see count_partitioned_inserts.
  */
 static void
 append_outcome(StringInfo sql, TargetInfo *target)
@@ -139,9 +140,29 @@ append_outcome(StringInfo sql, TargetInfo *target)
 							   " count(*) FILTER (WHERE idem_etl_inserted)::pg_catalog.int8"
 							   " FROM idem_written");
 	else
-		appendStringInfoString(sql, " RETURNING 1) SELECT count(*)::pg_catalog.int8,"
-							   " (SELECT count(*) FROM idem_delta WHERE idem_etl_is_new)::pg_catalog.int8"
+		appendStringInfoString(sql, " RETURNING 1) SELECT count(*)::pg_catalog.int8, 0::pg_catalog.int8"
 							   " FROM idem_written");
+}
+
+static int64
+count_partitioned_inserts(TargetInfo *target, TargetKey *key, KeyedBatch *batch,
+						  CommandId merge_cid)
+{
+	StringInfoData sql;
+	TransactionId xid = GetCurrentTransactionIdIfAny();
+
+	if (!TransactionIdIsValid(xid))
+		return 0;
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT count(*)::pg_catalog.int8 FROM %s b JOIN %s t ON ",
+					 batch->name, target->qualname);
+	sqlb_append_key_match(&sql, "t", "b", key->names, key->ncolumns,
+						  key->nulls_not_distinct);
+	appendStringInfo(&sql, " WHERE t.xmin OPERATOR(pg_catalog.=) '%u'::pg_catalog.xid"
+					 " AND t.cmin::pg_catalog.text::pg_catalog.int8 >= %u"
+					 " AND t.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid",
+					 xid, merge_cid);
+	return sqlb_exec_int8(sql.data);
 }
 
 /*
@@ -164,6 +185,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	int64		inserted;
 	bool		isnull;
 	int			nestlevel;
+	CommandId	merge_cid;
 
 	initStringInfo(&keys);
 	sqlb_append_columns(&keys, NULL, key->names, key->ncolumns);
@@ -171,7 +193,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "WITH idem_delta AS (SELECT ");
 	sqlb_append_columns(&sql, "b", stage->columns, stage->ncolumns);
-	appendStringInfo(&sql, ", t.ctid IS NULL AS idem_etl_is_new FROM %s b LEFT JOIN %s t ON ",
+	appendStringInfo(&sql, " FROM %s b LEFT JOIN %s t ON ",
 					 batch->name, target->qualname);
 	sqlb_append_key_match(&sql, "t", "b", key->names, key->ncolumns,
 						  key->nulls_not_distinct);
@@ -227,13 +249,16 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 							 GUC_ACTION_SAVE, true, 0, false);
 	(void) set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
+	merge_cid = GetCurrentCommandId(false);
 	sqlb_exec(sql.data);
-	AtEOXact_GUC(true, nestlevel);
-
 	written = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	inserted = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	counts->inserted = Min(inserted, written);
-	counts->updated = written - counts->inserted;
+	if (target->relkind != RELKIND_RELATION && written > 0)
+		inserted = count_partitioned_inserts(target, key, batch, merge_cid);
+	AtEOXact_GUC(true, nestlevel);
+
+	counts->inserted = inserted;
+	counts->updated = written - inserted;
 	counts->unchanged = batch->nkeys - written;
 }
 
@@ -331,7 +356,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	run.fingerprint = stage_scan(stage, key, fingerprint_options(target, key, stage, &args));
 
 	if (args.run_key)
-		prior = ledger_prior_run(target->relid, run.operation, args.run_key);
+		prior = ledger_prior_run(target->relid, run.operation, args.run_key, NULL);
 	if (prior.run_id != 0 && strcmp(prior.fingerprint, run.fingerprint) == 0)
 	{
 		ereport(NOTICE,
