@@ -38,9 +38,14 @@ EXCEPTION WHEN OTHERS THEN
 END
 $f$;
 
--- the ledger's columns
-SELECT column_name, data_type FROM information_schema.columns
- WHERE table_schema = 'idem_etl' AND table_name = 'runs' ORDER BY ordinal_position;
+-- the ledger has (at least) these columns
+SELECT r.column_name, c.data_type
+  FROM unnest(ARRAY['run_id', 'operation', 'target', 'run_key', 'fingerprint', 'batch_rows',
+                    'inserted', 'updated', 'unchanged', 'deleted', 'skipped', 'corrects',
+                    'started_at', 'finished_at', 'run_by']) WITH ORDINALITY AS r(column_name, n)
+  LEFT JOIN information_schema.columns c
+         ON c.table_schema = 'idem_etl' AND c.table_name = 'runs' AND c.column_name = r.column_name
+ ORDER BY r.n;
 
 CREATE TABLE ledger.t (id int PRIMARY KEY, code text NOT NULL UNIQUE, v text, version int);
 CREATE TABLE ledger.b (id int, code text, v text, version int);
