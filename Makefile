@@ -11,6 +11,11 @@ OBJS = \
 	src/dedup.o \
 	src/compare.o \
 	src/ledger.o \
+	src/partmap.o \
+	src/newpart.o \
+	src/swap.o \
+	src/kept.o \
+	src/replace.o \
 	src/upsert.o
 
 DATA = $(wildcard idem_etl--*.sql)

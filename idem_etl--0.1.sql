@@ -63,6 +63,30 @@ SELECT run_id,
  ORDER BY run_id DESC;
 GRANT SELECT ON idem_etl.run_history TO PUBLIC;
 
+-- Replaced partitions kept (detached, under a generated name in the
+-- target's schema) so that etl_restore_partition can swap them back until
+-- keep_until; etl_cleanup drops them after that.  Written by the extension
+-- only, like the ledger.
+CREATE TABLE idem_etl.replaced_partitions (
+    kept_id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    target          text        NOT NULL,
+    target_oid      oid         NOT NULL,
+    partition_value text        NOT NULL,
+    partition_name  text        NOT NULL,
+    bound           text        NOT NULL,
+    check_sql       text        NOT NULL,
+    kept_table      text        NOT NULL,
+    kept_oid        oid         NOT NULL,
+    run_id          bigint,
+    replaced_at     timestamptz NOT NULL,
+    keep_until      timestamptz NOT NULL
+);
+CREATE INDEX replaced_partitions_lookup
+    ON idem_etl.replaced_partitions (target_oid, partition_value, kept_id);
+COMMENT ON TABLE idem_etl.replaced_partitions IS 'idem_etl: replaced partitions kept for etl_restore_partition (written by the extension only)';
+REVOKE ALL ON idem_etl.replaced_partitions FROM PUBLIC;
+GRANT SELECT ON idem_etl.replaced_partitions TO PUBLIC;
+
 -- Internal: the change test of the merge (see src/compare.c).
 CREATE FUNCTION idem_etl.same_image(VARIADIC "any") RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_etl_same_image'
@@ -83,3 +107,49 @@ LANGUAGE C VOLATILE SECURITY INVOKER;
 
 COMMENT ON FUNCTION etl_upsert_batch(regclass, text, text[], text, text, text, text)
     IS 'merge a batch into a table by key; rerunning it changes nothing';
+
+CREATE FUNCTION etl_replace_partition(
+    target           regclass,
+    partition_value  text,
+    source           text,
+    partition_column text     DEFAULT NULL,
+    granularity      interval DEFAULT NULL,
+    keep_replaced    interval DEFAULT NULL,
+    run_key          text     DEFAULT NULL)
+RETURNS TABLE (run_id bigint, partition_table regclass, rows_loaded bigint,
+               rows_replaced bigint, skipped boolean)
+AS 'MODULE_PATHNAME', 'etl_replace_partition'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_replace_partition(regclass, text, text, text, interval, interval, text)
+    IS 'replace the partition holding one run value with the rows of a query, atomically';
+
+CREATE FUNCTION etl_replace_partitions(
+    target           regclass,
+    source           text,
+    partition_column text     DEFAULT NULL,
+    granularity      interval DEFAULT NULL,
+    keep_replaced    interval DEFAULT NULL,
+    run_key          text     DEFAULT NULL)
+RETURNS TABLE (run_id bigint, partition_table regclass, rows_loaded bigint,
+               rows_replaced bigint, skipped boolean)
+AS 'MODULE_PATHNAME', 'etl_replace_partitions'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_replace_partitions(regclass, text, text, interval, interval, text)
+    IS 'replace every partition the query has rows for, atomically (dynamic overwrite)';
+
+CREATE FUNCTION etl_restore_partition(target regclass, partition_value text)
+RETURNS regclass
+AS 'MODULE_PATHNAME', 'etl_restore_partition'
+LANGUAGE C VOLATILE STRICT SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_restore_partition(regclass, text)
+    IS 'swap the most recently replaced version of a partition back in';
+
+CREATE FUNCTION etl_cleanup() RETURNS integer
+AS 'MODULE_PATHNAME', 'etl_cleanup'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_cleanup()
+    IS 'drop replaced partitions whose keep_replaced time has passed';

@@ -51,12 +51,12 @@ _PG_init(void)
 }
 
 /*
- * Return one row from a function declared RETURNS TABLE.  Such functions are
- * set-returning; materialize mode lets us hand back a single tuple without
- * the value-per-call protocol.
+ * The tuplestore a function declared RETURNS TABLE fills with its rows.
+ * Such functions are set-returning; materialize mode lets them hand back
+ * their rows without the value-per-call protocol.
  */
-Datum
-idem_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
+Tuplestorestate *
+idem_srf_store(FunctionCallInfo fcinfo, TupleDesc *desc)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TupleDesc	tupdesc;
@@ -74,11 +74,21 @@ idem_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
 		elog(ERROR, "return type must be a row type");
 	tupdesc = BlessTupleDesc(CreateTupleDescCopy(tupdesc));
 	store = tuplestore_begin_heap(false, false, work_mem);
-	tuplestore_putvalues(store, tupdesc, values, nulls);
 	rsinfo->returnMode = SFRM_Materialize;
 	rsinfo->setResult = store;
 	rsinfo->setDesc = tupdesc;
 	MemoryContextSwitchTo(oldcxt);
+	*desc = tupdesc;
+	return store;
+}
 
+/* Return one row from a function declared RETURNS TABLE. */
+Datum
+idem_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
+{
+	TupleDesc	desc;
+	Tuplestorestate *store = idem_srf_store(fcinfo, &desc);
+
+	tuplestore_putvalues(store, desc, values, nulls);
 	return (Datum) 0;
 }

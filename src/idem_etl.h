@@ -6,6 +6,7 @@
 #define IDEM_ETL_H
 
 #include "fmgr.h"
+#include "utils/tuplestore.h"
 
 /* Schema holding the extension's own state (ledger, views). */
 #define IDEM_ETL_STATE_SCHEMA "idem_etl"
@@ -14,6 +15,7 @@ extern int	idem_keep_replaced;
 extern int	idem_lock_timeout;
 extern int	idem_lock_retries;
 
+extern Tuplestorestate *idem_srf_store(FunctionCallInfo fcinfo, TupleDesc *desc);
 extern Datum idem_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
 
 #endif							/* IDEM_ETL_H */

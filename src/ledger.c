@@ -134,6 +134,33 @@ ledger_owner(void)
 	return owner;
 }
 
+/*
+ * Run one statement on the extension's state with the rights of the ledger's
+ * owner; SPI_tuptable holds its result.  Callers are the extension's own
+ * functions, after their checks: this is what keeps the state tables out of
+ * reach of direct writes.
+ */
+void
+ledger_exec_as_owner(const char *sql, int nargs, Oid *argtypes, Datum *args,
+					 const char *nulls, int expected)
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	SPIPlanPtr	plan;
+	int			rc;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(ledger_owner(),
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	plan = sqlb_prepare(sql, nargs, argtypes);
+	rc = SPI_execute_plan(plan, args, nulls, false, 0);
+	if (rc != expected)
+		elog(ERROR, "writing idem_etl's state failed: %s", SPI_result_code_string(rc));
+	SPI_freeplan(plan);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+}
+
 /* Add a run to the ledger and return its run_id. */
 int64
 ledger_record(const LedgerRun *run)
@@ -143,14 +170,7 @@ ledger_record(const LedgerRun *run)
 		TIMESTAMPTZOID, NAMEOID, TEXTOID, TEXTOID, INT8OID, INT8OID};
 	Datum		args[18];
 	char		nulls[18];
-	Oid			save_userid;
-	int			save_sec_context;
-	SPIPlanPtr	plan;
 	bool		isnull;
-	int64		run_id;
-	int			rc;
-
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(run->operation);
@@ -172,8 +192,7 @@ ledger_record(const LedgerRun *run)
 	else
 		nulls[11] = 'n';
 	args[12] = TimestampTzGetDatum(run->started_at);
-	args[13] = DirectFunctionCall1(namein,
-								   CStringGetDatum(GetUserNameFromId(save_userid, false)));
+	args[13] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
 	if (run->partition_value)
 	{
 		args[14] = CStringGetTextDatum(run->partition_value);
@@ -184,22 +203,13 @@ ledger_record(const LedgerRun *run)
 	else
 		memset(nulls + 14, 'n', 4);
 
-	SetUserIdAndSecContext(ledger_owner(),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	plan = sqlb_prepare("INSERT INTO idem_etl.runs (operation, target, target_oid, run_key,"
-						" fingerprint, batch_rows, inserted, updated, unchanged, deleted,"
-						" skipped, corrects, started_at, finished_at, run_by,"
-						" partition_value, partition_table, rows_loaded, rows_replaced)"
-						" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
-						" pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18) RETURNING run_id",
-						18, argtypes);
-	rc = SPI_execute_plan(plan, args, nulls, false, 1);
-	if (rc != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
-		elog(ERROR, "recording the run failed: %s", SPI_result_code_string(rc));
-	run_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-										 SPI_tuptable->tupdesc, 1, &isnull));
-	SPI_freeplan(plan);
-	SetUserIdAndSecContext(save_userid, save_sec_context);
-	return run_id;
+	ledger_exec_as_owner("INSERT INTO idem_etl.runs (operation, target, target_oid, run_key,"
+						 " fingerprint, batch_rows, inserted, updated, unchanged, deleted,"
+						 " skipped, corrects, started_at, finished_at, run_by,"
+						 " partition_value, partition_table, rows_loaded, rows_replaced)"
+						 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
+						 " pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18) RETURNING run_id",
+						 18, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+									   SPI_tuptable->tupdesc, 1, &isnull));
 }

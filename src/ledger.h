@@ -40,5 +40,7 @@ extern void ledger_lock_key(Oid target, const char *operation, const char *key);
 extern LedgerPrior ledger_prior_run(Oid target, const char *operation,
 									 const char *run_key, const char *partition_value);
 extern int64 ledger_record(const LedgerRun *run);
+extern void ledger_exec_as_owner(const char *sql, int nargs, Oid *argtypes,
+								 Datum *args, const char *nulls, int expected);
 
 #endif							/* IDEM_LEDGER_H */

@@ -90,7 +90,6 @@ stage_plan(TargetInfo *target, const char *source)
 	for (int i = 0; i < target->ncolumns; i++)
 		if (in_source[i] && target->columns[i].writable)
 			stage->columns[stage->ncolumns++] = target->columns[i].name;
-	stage->name = stage_temp_name("stage");
 	return stage;
 }
 
@@ -104,19 +103,46 @@ stage_has_column(Stage *stage, const char *name)
 }
 
 /*
- * Create the stage with the target's types (so values are cast, and compared,
- * exactly as they will be stored) and run the source into it, once, in the
- * caller's snapshot.
+ * Run the source, once, into table "into" (the stage, or a table that will
+ * become a partition), in the caller's snapshot: the source sees what the
+ * calling statement sees.  Values are cast as INSERT casts them.
  */
 void
-stage_load(Stage *stage, TargetInfo *target)
+stage_fill(Stage *stage, const char *into)
 {
 	StringInfoData sql;
 	SPIPlanPtr	plan;
 	int			rc;
 
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "CREATE TEMP TABLE %s (", stage->name);
+	appendStringInfo(&sql, "INSERT INTO %s (", into);
+	sqlb_append_columns(&sql, NULL, stage->columns, stage->ncolumns);
+	appendStringInfoString(&sql, ") SELECT ");
+	sqlb_append_columns(&sql, "idem_src", stage->columns, stage->ncolumns);
+	appendStringInfo(&sql, " FROM (%s\n) AS idem_src", stage->body);
+
+	plan = sqlb_prepare(sql.data, 0, NULL);
+	rc = SPI_execute_snapshot(plan, NULL, NULL, GetActiveSnapshot(),
+							  InvalidSnapshot, false, false, 0);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "loading the source failed: %s", SPI_result_code_string(rc));
+	stage->nrows = SPI_processed;
+	stage->name = pstrdup(into);
+	SPI_freeplan(plan);
+}
+
+/*
+ * Create a temporary stage with the target's types (so values are cast, and
+ * compared, exactly as they will be stored) and run the source into it.
+ */
+void
+stage_load(Stage *stage, TargetInfo *target)
+{
+	StringInfoData sql;
+	char	   *name = stage_temp_name("stage");
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE TEMP TABLE %s (", name);
 	for (int i = 0; i < stage->ncolumns; i++)
 	{
 		TargetColumn *col = target_column(target, stage->columns[i]);
@@ -130,21 +156,7 @@ stage_load(Stage *stage, TargetInfo *target)
 	}
 	appendStringInfoString(&sql, ") ON COMMIT DROP");
 	sqlb_exec(sql.data);
-
-	resetStringInfo(&sql);
-	appendStringInfo(&sql, "INSERT INTO %s (", stage->name);
-	sqlb_append_columns(&sql, NULL, stage->columns, stage->ncolumns);
-	appendStringInfoString(&sql, ") SELECT ");
-	sqlb_append_columns(&sql, "idem_src", stage->columns, stage->ncolumns);
-	appendStringInfo(&sql, " FROM (%s\n) AS idem_src", stage->body);
-
-	plan = sqlb_prepare(sql.data, 0, NULL);
-	rc = SPI_execute_snapshot(plan, NULL, NULL, GetActiveSnapshot(),
-							  InvalidSnapshot, false, false, 0);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "staging the source failed: %s", SPI_result_code_string(rc));
-	stage->nrows = SPI_processed;
-	SPI_freeplan(plan);
+	stage_fill(stage, name);
 }
 
 /* Feed one attribute's binary image into the two hash lanes. */
@@ -260,8 +272,8 @@ hash_key(KeyHasher *kh, int nkeys, TupleDesc desc, TupleTableSlot *slot,
  *   64-bit lanes, the lanes summed over rows (a multiset hash), then mixed
  *   with the options.  Binary images, like the *= operator used for change
  *   detection, need no equality operator, so json, point and xml work;
- * - the number of rows with a NULL key;
- * - a 64-bit hash of every key, which dedup.c sorts to prove the keys unique
+ * - with a key (upserts): the number of rows with a NULL key;
+ * - and a 64-bit hash of every key, which dedup.c sorts to prove the keys unique
  *   without an aggregate over the batch.  They are kept only while they fit
  *   in work_mem; beyond that dedup.c checks the keys in SQL instead.
  */
@@ -284,11 +296,12 @@ stage_scan(Stage *stage, TargetKey *key, const char *options)
 	CommandCounterIncrement();
 	rel = relation_open(relid, AccessShareLock);
 	desc = RelationGetDescr(rel);
-	kh = key_hashers(desc, key);
+	kh = key ? key_hashers(desc, key) : NULL;
 	stage->null_key_rows = 0;
 	stage->nkey_hashes = 0;
 	stage->key_hashes = NULL;
-	if (stage->nrows > 0 && stage->nrows <= (int64) work_mem * 1024L / sizeof(uint64))
+	if (key && stage->nrows > 0 &&
+		stage->nrows <= (int64) work_mem * 1024L / sizeof(uint64))
 		stage->key_hashes = palloc(sizeof(uint64) * stage->nrows);
 
 	snap = RegisterSnapshot(GetLatestSnapshot());
@@ -310,7 +323,9 @@ stage_scan(Stage *stage, TargetKey *key, const char *options)
 						   slot->tts_isnull[i], h);
 		sum[0] += h[0];
 		sum[1] += h[1];
-		if (!hash_key(kh, key->ncolumns, desc, slot, key->nulls_not_distinct, &keyhash))
+		if (key == NULL)
+			;
+		else if (!hash_key(kh, key->ncolumns, desc, slot, key->nulls_not_distinct, &keyhash))
 			stage->null_key_rows++;
 		else if (stage->key_hashes && stage->nkey_hashes < stage->nrows)
 			stage->key_hashes[stage->nkey_hashes++] = keyhash;

@@ -10,7 +10,7 @@
 
 typedef struct Stage
 {
-	char	   *name;			/* quoted, schema-qualified temp table */
+	char	   *name;			/* quoted, schema-qualified table holding it */
 	char	   *body;			/* the source query, checked */
 	int			ncolumns;		/* the columns to write, in target order */
 	char	  **columns;
@@ -26,6 +26,7 @@ typedef struct Stage
 extern Stage *stage_plan(TargetInfo *target, const char *source);
 extern bool stage_has_column(Stage *stage, const char *name);
 extern void stage_load(Stage *stage, TargetInfo *target);
+extern void stage_fill(Stage *stage, const char *into);
 extern char *stage_scan(Stage *stage, TargetKey *key, const char *options);
 extern char *stage_temp_name(const char *purpose);
 extern void stage_drop(const char *name);

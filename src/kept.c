@@ -1,0 +1,214 @@
+/*
+ * kept.c
+ *		Replaced partitions kept for a while so that a bad load can be undone:
+ *		idem_etl.replaced_partitions, etl_restore_partition, etl_cleanup.
+ *
+ * A kept version is an ordinary table in the target's schema (so that the
+ * target's owner, who is the only one allowed to swap partitions anyway, can
+ * put it back), with a row in idem_etl.replaced_partitions saying which
+ * target and value it belongs to and until when it is kept.
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+
+#include "idem_etl.h"
+#include "kept.h"
+#include "ledger.h"
+#include "newpart.h"
+#include "relinfo.h"
+#include "sql_build.h"
+#include "swap.h"
+
+PG_FUNCTION_INFO_V1(etl_restore_partition);
+PG_FUNCTION_INFO_V1(etl_cleanup);
+
+/* A name no partition takes: the replaced table's OID is unique. */
+char *
+kept_table_name(Oid partoid)
+{
+	return psprintf("idem_etl_kept_%u", partoid);
+}
+
+void
+kept_record(TargetInfo *target, PartSlot *slot, const char *schema,
+			const char *kept_name, int64 run_id, Interval *keep)
+{
+	Oid			argtypes[10] = {TEXTOID, OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
+	TEXTOID, OIDOID, INT8OID, INTERVALOID};
+	Datum		args[10];
+	char	   *kept_qual = psprintf("%s.%s", schema, quote_identifier(kept_name));
+
+	args[0] = CStringGetTextDatum(target->qualname);
+	args[1] = ObjectIdGetDatum(target->relid);
+	args[2] = CStringGetTextDatum(slot->value);
+	args[3] = CStringGetTextDatum(slot->name);
+	args[4] = CStringGetTextDatum(slot->bound_sql);
+	args[5] = CStringGetTextDatum(slot->check_sql);
+	args[6] = CStringGetTextDatum(kept_qual);
+	args[7] = ObjectIdGetDatum(slot->partoid);
+	args[8] = Int64GetDatum(run_id);
+	args[9] = IntervalPGetDatum(keep);
+	ledger_exec_as_owner("INSERT INTO idem_etl.replaced_partitions (target, target_oid,"
+						 " partition_value, partition_name, bound, check_sql, kept_table,"
+						 " kept_oid, run_id, replaced_at, keep_until)"
+						 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
+						 " pg_catalog.now(), pg_catalog.now() + $10)",
+						 10, argtypes, args, NULL, SPI_OK_INSERT);
+}
+
+/*
+ * Swap the most recently replaced version of the partition holding value
+ * back in.  The version it displaces is kept in its place, for as long as the
+ * restored one still had, so that a restore can itself be undone.
+ */
+Datum
+etl_restore_partition(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	char	   *value = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	TargetInfo *target;
+	PartKey    *pk;
+	PartSlot   *slot;
+	PartSlot	displaced;
+	SwapSpec	spec;
+	LedgerRun	run;
+	Oid			argtypes[2] = {OIDOID, TEXTOID};
+	Datum		args[2];
+	bool		isnull;
+	int64		kept_id;
+	char	   *kept_relname;
+	Interval   *remaining;
+	Oid			restored;
+
+	SPI_connect();
+	target = target_open(relid);
+	target_require_owner(target);
+	if (target->relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not partitioned", target->relname),
+				 errdetail("Only partitions swapped by etl_replace_partition can be restored.")));
+	pk = partmap_key(target, NULL);
+	slot = partmap_slot(target, pk, value, NULL);
+	ledger_lock_key(relid, "replace_partition", slot->value);
+
+	args[0] = ObjectIdGetDatum(relid);
+	args[1] = CStringGetTextDatum(slot->value);
+	SPI_execute_with_args("SELECT k.kept_id, c.relname, k.bound, k.check_sql, k.partition_name,"
+						  " greatest(k.keep_until - pg_catalog.now(), '0'::pg_catalog.interval)"
+						  " FROM idem_etl.replaced_partitions k"
+						  " JOIN pg_catalog.pg_class c ON c.oid = k.kept_table::pg_catalog.regclass"
+						  " WHERE k.target_oid = $1 AND k.partition_value = $2"
+						  " AND pg_catalog.to_regclass(k.kept_table) IS NOT NULL"
+						  " ORDER BY k.kept_id DESC LIMIT 1",
+						  2, argtypes, args, NULL, false, 1);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("no replaced version of the partition of \"%s\" for %s is kept",
+						target->relname, slot->value),
+				 errhint("Replaced partitions are kept only with keep_replaced (or idem_etl.keep_replaced), until etl_cleanup drops them.")));
+	kept_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	kept_relname = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	displaced = *slot;
+	slot->bound_sql = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+	slot->check_sql = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
+	if (!OidIsValid(displaced.partoid))
+		slot->name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5);
+	remaining = DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6, &isnull));
+
+	memset(&spec, 0, sizeof(spec));
+	spec.parent = target;
+	spec.schema = quote_identifier(get_namespace_name(get_rel_namespace(relid)));
+	newpart_add_bound(psprintf("%s.%s", spec.schema, quote_identifier(kept_relname)), slot);
+	if (OidIsValid(displaced.partoid))
+	{
+		spec.old_name = displaced.name;
+		spec.keep_name = kept_table_name(displaced.partoid);
+	}
+	spec.new_name = kept_relname;
+	spec.final_name = slot->name;
+	spec.bound_sql = slot->bound_sql;
+	swap_partition(&spec);
+
+	args[0] = Int64GetDatum(kept_id);
+	ledger_exec_as_owner("DELETE FROM idem_etl.replaced_partitions WHERE kept_id = $1",
+						 1, (Oid[]) {INT8OID}, args, NULL, SPI_OK_DELETE);
+
+	restored = get_relname_relid(slot->name, get_rel_namespace(relid));
+	memset(&run, 0, sizeof(run));
+	run.operation = "restore_partition";
+	run.target = target->qualname;
+	run.target_oid = relid;
+	run.fingerprint = "";
+	run.started_at = GetCurrentTransactionStartTimestamp();
+	run.partition_value = slot->value;
+	run.partition_table = psprintf("%s.%s", spec.schema, quote_identifier(slot->name));
+	run.rows_loaded = sqlb_exec_int8(psprintf("SELECT count(*)::pg_catalog.int8 FROM %s.%s",
+											  spec.schema, quote_identifier(slot->name)));
+	if (OidIsValid(displaced.partoid))
+	{
+		run.rows_replaced = sqlb_exec_int8(psprintf("SELECT count(*)::pg_catalog.int8 FROM %s.%s",
+													spec.schema, quote_identifier(spec.keep_name)));
+		kept_record(target, &displaced, spec.schema, spec.keep_name,
+					ledger_record(&run), remaining);
+	}
+	else
+		(void) ledger_record(&run);
+
+	SPI_finish();
+	PG_RETURN_OID(restored);
+}
+
+/*
+ * Drop the kept versions whose time has passed, as far as the caller may:
+ * the caller must own the kept table (the launcher runs this as superuser).
+ * Rows whose table is already gone are forgotten.
+ */
+Datum
+etl_cleanup(PG_FUNCTION_ARGS)
+{
+	uint64		n;
+	SPITupleTable *tuptable;
+	int32		dropped = 0;
+
+	SPI_connect();
+	SPI_execute("SELECT kept_id, kept_table, pg_catalog.to_regclass(kept_table)::pg_catalog.oid"
+				" FROM idem_etl.replaced_partitions WHERE keep_until <= pg_catalog.now()"
+				" ORDER BY kept_id", false, 0);
+	n = SPI_processed;
+	tuptable = SPI_tuptable;
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+		Datum		kept_id = SPI_getbinval(tuptable->vals[i], tuptable->tupdesc, 1, &isnull);
+		Datum		oid = SPI_getbinval(tuptable->vals[i], tuptable->tupdesc, 3, &isnull);
+
+		if (!isnull)
+		{
+#if PG_VERSION_NUM >= 160000
+			if (!object_ownercheck(RelationRelationId, DatumGetObjectId(oid), GetUserId()))
+#else
+			if (!pg_class_ownercheck(DatumGetObjectId(oid), GetUserId()))
+#endif
+				continue;
+			sqlb_exec(psprintf("DROP TABLE %s",
+							   SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 2)));
+			dropped++;
+		}
+		ledger_exec_as_owner("DELETE FROM idem_etl.replaced_partitions WHERE kept_id = $1",
+							 1, (Oid[]) {INT8OID}, &kept_id, NULL, SPI_OK_DELETE);
+	}
+	SPI_finish();
+	PG_RETURN_INT32(dropped);
+}

@@ -1,0 +1,243 @@
+/*
+ * newpart.c
+ *		The fresh table that becomes a partition: shaped like the partition it
+ *		replaces, loaded, indexed and constrained before any lock on the
+ *		parent is taken, so that ATTACH has nothing left to build or scan.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "newpart.h"
+#include "sql_build.h"
+
+#define BOUND_CONSTRAINT "idem_etl_bound"
+
+/*
+ * CREATE TABLE ... (LIKE the partition, or the parent for a new partition)
+ * with columns, defaults, CHECK and NOT NULL constraints, storage,
+ * compression, comments and statistics, but no indexes yet: they are built
+ * after the load, which is faster than maintaining them row by row.
+ */
+NewPart *
+newpart_create(TargetInfo *parent, PartSlot *slot)
+{
+	static uint32 serial = 0;
+	NewPart    *np = palloc0(sizeof(NewPart));
+	Oid			shape = OidIsValid(slot->partoid) ? slot->partoid : parent->relid;
+
+	np->schema = pstrdup(quote_identifier(get_namespace_name(get_rel_namespace(parent->relid))));
+	np->relname = psprintf("idem_etl_load_%d_%u", MyProcPid, ++serial);
+	np->qualname = psprintf("%s.%s", np->schema, quote_identifier(np->relname));
+	sqlb_exec(psprintf("CREATE TABLE %s (LIKE %s INCLUDING ALL EXCLUDING INDEXES EXCLUDING IDENTITY)",
+					   np->qualname,
+					   quote_qualified_identifier(get_namespace_name(get_rel_namespace(shape)),
+												  get_rel_name(shape))));
+	return np;
+}
+
+/*
+ * Every row of "from" must belong in the slot: count those that do not (NULL
+ * in the partition column included) and show one.
+ */
+void
+newpart_check_rows(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot,
+				   const char *from)
+{
+	const char *col = quote_identifier(pk->column->name);
+	int64		bad;
+	char	   *example;
+	bool		isnull;
+
+	sqlb_exec(psprintf("SELECT count(*)::pg_catalog.int8,"
+					   " pg_catalog.min(coalesce(%s::pg_catalog.text, 'NULL'))"
+					   " FROM %s WHERE NOT coalesce((%s), false)",
+					   col, from, slot->check_sql));
+	bad = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (bad == 0)
+		return;
+	example = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	ereport(ERROR,
+			(errcode(ERRCODE_CHECK_VIOLATION),
+			 errmsg("%lld row(s) of the source do not belong in partition \"%s\" of \"%s\"",
+					(long long) bad, slot->name, parent->relname),
+			 errdetail("The partition for %s holds %s %s; one offending value of \"%s\" is %s.",
+					   slot->value, pk->column->name, slot->bound_sql,
+					   pk->column->name, example),
+			 errhint("Filter the source on \"%s\", or use etl_replace_partitions to replace every partition the source touches.",
+					 pk->column->name)));
+}
+
+/*
+ * Copy every index of the partition being replaced (or, for a new
+ * partition, of the parent) onto the new table.  Indexes behind PRIMARY KEY,
+ * UNIQUE and EXCLUDE constraints are made as constraints: ATTACH only adopts
+ * a child index for a constraint index if the child's is one too, and would
+ * otherwise build a new index under the lock.
+ */
+static void
+build_indexes(NewPart *np, Oid shape)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1];
+	SPIPlanPtr	plan;
+	uint64		n;
+	SPITupleTable *tuptable;
+	char	   *prefix_plain;
+	char	   *prefix_only;
+	const char *shapename = quote_qualified_identifier(get_namespace_name(get_rel_namespace(shape)),
+													   get_rel_name(shape));
+
+	args[0] = ObjectIdGetDatum(shape);
+	plan = sqlb_prepare("SELECT i.indexrelid::pg_catalog.regclass::pg_catalog.text,"
+						" pg_catalog.pg_get_indexdef(i.indexrelid), i.indisunique,"
+						" pg_catalog.pg_get_constraintdef(c.oid), c.oid IS NOT NULL,"
+						" (SELECT relname FROM pg_catalog.pg_class WHERE oid = i.indexrelid)"
+						" FROM pg_catalog.pg_index i"
+						" LEFT JOIN pg_catalog.pg_constraint c ON c.conindid = i.indexrelid"
+						" AND c.conrelid = i.indrelid AND c.contype IN ('p', 'u', 'x')"
+						" WHERE i.indrelid = $1 ORDER BY i.indexrelid", 1, argtypes);
+	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "listing indexes failed");
+	n = SPI_processed;
+	tuptable = SPI_tuptable;
+	SPI_freeplan(plan);
+
+	for (uint64 i = 0; i < n; i++)
+	{
+		HeapTuple	tup = tuptable->vals[i];
+		TupleDesc	desc = tuptable->tupdesc;
+		bool		isnull;
+		bool		unique = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
+		bool		is_constraint = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
+		char	   *def = SPI_getvalue(tup, desc, 2);
+		const char *idxname = quote_identifier(SPI_getvalue(tup, desc, 6));
+
+		CHECK_FOR_INTERRUPTS();
+		if (is_constraint)
+		{
+			sqlb_exec(psprintf("ALTER TABLE %s ADD %s", np->qualname, SPI_getvalue(tup, desc, 4)));
+			continue;
+		}
+
+		/*
+		 * pg_get_indexdef says "CREATE [UNIQUE] INDEX name ON [ONLY] table
+		 * USING ...": keep what follows USING, with the new table.
+		 */
+		prefix_plain = psprintf("CREATE %sINDEX %s ON %s USING ", unique ? "UNIQUE " : "",
+								idxname, shapename);
+		prefix_only = psprintf("CREATE %sINDEX %s ON ONLY %s USING ", unique ? "UNIQUE " : "",
+							   idxname, shapename);
+		if (strncmp(def, prefix_plain, strlen(prefix_plain)) == 0)
+			def += strlen(prefix_plain);
+		else if (strncmp(def, prefix_only, strlen(prefix_only)) == 0)
+			def += strlen(prefix_only);
+		else
+			elog(ERROR, "unexpected index definition: %s", def);
+		sqlb_exec(psprintf("CREATE %sINDEX ON %s USING %s", unique ? "UNIQUE " : "",
+						   np->qualname, def));
+	}
+}
+
+/*
+ * Foreign keys of the parent, added (and so validated) here: ATTACH then
+ * adopts them instead of creating and validating its own under the lock.
+ */
+static void
+add_foreign_keys(NewPart *np, TargetInfo *parent)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1];
+	SPIPlanPtr	plan;
+	uint64		n;
+	SPITupleTable *tuptable;
+
+	args[0] = ObjectIdGetDatum(parent->relid);
+	plan = sqlb_prepare("SELECT conname, pg_catalog.pg_get_constraintdef(oid)"
+						" FROM pg_catalog.pg_constraint"
+						" WHERE conrelid = $1 AND contype = 'f' ORDER BY oid", 1, argtypes);
+	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "listing foreign keys failed");
+	n = SPI_processed;
+	tuptable = SPI_tuptable;
+	SPI_freeplan(plan);
+	for (uint64 i = 0; i < n; i++)
+		sqlb_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT %s %s", np->qualname,
+						   quote_identifier(SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 1)),
+						   SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 2)));
+}
+
+/*
+ * A validated CHECK equal to the partition bound, so ATTACH does not scan
+ * the table to prove it; dropped again right after ATTACH.
+ */
+void
+newpart_add_bound(const char *qualname, PartSlot *slot)
+{
+	sqlb_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT %s CHECK (%s)",
+					   qualname, BOUND_CONSTRAINT, slot->check_sql));
+}
+
+/*
+ * What the old partition had that LIKE does not copy: owner, grants, storage
+ * parameters of the table and its TOAST table, and the table's comment.
+ */
+static void
+carry_properties(NewPart *np, Oid old)
+{
+	Oid			argtypes[2] = {OIDOID, TEXTOID};
+	Datum		args[2];
+	SPIPlanPtr	plan;
+	uint64		n;
+	SPITupleTable *tuptable;
+
+	args[0] = ObjectIdGetDatum(old);
+	args[1] = CStringGetTextDatum(np->qualname);
+	plan = sqlb_prepare("SELECT pg_catalog.format('ALTER TABLE %s OWNER TO %I', $2,"
+						"  pg_catalog.pg_get_userbyid(c.relowner))"
+						" FROM pg_catalog.pg_class c WHERE c.oid = $1 AND c.relowner <>"
+						"  (SELECT relowner FROM pg_catalog.pg_class WHERE oid = $2::pg_catalog.regclass)"
+						" UNION ALL SELECT pg_catalog.format('GRANT %s ON %s TO %s%s', a.privilege_type, $2,"
+						"  CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
+						"  ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END,"
+						"  CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)"
+						" FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a"
+						" WHERE c.oid = $1 AND a.grantee <> c.relowner"
+						" UNION ALL SELECT pg_catalog.format('ALTER TABLE %s SET (%s)', $2,"
+						"  pg_catalog.string_agg(pg_catalog.format('%s%I = %L', o.prefix,"
+						"  pg_catalog.split_part(o.opt, '=', 1),"
+						"  pg_catalog.substr(o.opt, pg_catalog.strpos(o.opt, '=') + 1)), ', '))"
+						" FROM (SELECT '' AS prefix, pg_catalog.unnest(reloptions) AS opt"
+						"  FROM pg_catalog.pg_class WHERE oid = $1"
+						"  UNION ALL SELECT 'toast.', pg_catalog.unnest(t.reloptions)"
+						"  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_class t ON t.oid = c.reltoastrelid"
+						"  WHERE c.oid = $1) o"
+						" HAVING count(*) > 0"
+						" UNION ALL SELECT pg_catalog.format('COMMENT ON TABLE %s IS %L', $2, d)"
+						" FROM pg_catalog.obj_description($1, 'pg_class') d WHERE d IS NOT NULL",
+						2, argtypes);
+	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "reading the partition's properties failed");
+	n = SPI_processed;
+	tuptable = SPI_tuptable;
+	SPI_freeplan(plan);
+	for (uint64 i = 0; i < n; i++)
+		sqlb_exec(SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 1));
+}
+
+/* Everything after the load and before the swap. */
+void
+newpart_finish(NewPart *np, TargetInfo *parent, PartSlot *slot)
+{
+	build_indexes(np, OidIsValid(slot->partoid) ? slot->partoid : parent->relid);
+	add_foreign_keys(np, parent);
+	newpart_add_bound(np->qualname, slot);
+	sqlb_exec(psprintf("ANALYZE %s", np->qualname));
+	if (OidIsValid(slot->partoid))
+		carry_properties(np, slot->partoid);
+}

@@ -1,0 +1,26 @@
+/*
+ * newpart.h
+ *		The fresh table that becomes a partition: shaped like the partition it
+ *		replaces, loaded, indexed and constrained before any lock on the
+ *		parent is taken.
+ */
+#ifndef IDEM_NEWPART_H
+#define IDEM_NEWPART_H
+
+#include "partmap.h"
+#include "relinfo.h"
+
+typedef struct NewPart
+{
+	char	   *relname;		/* unquoted, in the parent's schema */
+	char	   *qualname;		/* quoted schema.name */
+	char	   *schema;			/* quoted schema */
+} NewPart;
+
+extern NewPart *newpart_create(TargetInfo *parent, PartSlot *slot);
+extern void newpart_check_rows(NewPart *np, TargetInfo *parent, PartKey *pk,
+							   PartSlot *slot, const char *from);
+extern void newpart_finish(NewPart *np, TargetInfo *parent, PartSlot *slot);
+extern void newpart_add_bound(const char *qualname, PartSlot *slot);
+
+#endif							/* IDEM_NEWPART_H */

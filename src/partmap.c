@@ -1,0 +1,386 @@
+/*
+ * partmap.c
+ *		Where a value belongs in a partitioned table: the partition that holds
+ *		it, or the bounds of the partition to create for it.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "nodes/parsenodes.h"
+#include "partitioning/partbounds.h"
+#include "partitioning/partdesc.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/partcache.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+
+#include "partmap.h"
+#include "sql_build.h"
+
+PartKey *
+partmap_key(TargetInfo *target, const char *partition_column)
+{
+	PartKey    *pk = palloc0(sizeof(PartKey));
+	Relation	rel;
+	PartitionKey key;
+	PartitionDesc pd;
+	const char *keycol;
+
+	if (target->relkind == RELKIND_RELATION)
+	{
+		if (partition_column == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("\"%s\" is not partitioned, so partition_column is required",
+							target->relname),
+					 errhint("Pass partition_column naming the column that holds the run value.")));
+		pk->column = target_column(target, partition_column);
+		if (pk->column == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" of relation \"%s\" does not exist",
+							partition_column, target->relname)));
+		return pk;
+	}
+
+	rel = table_open(target->relid, NoLock);
+	key = RelationGetPartitionKey(rel);
+	if (key->strategy == PARTITION_STRATEGY_HASH)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("\"%s\" is partitioned by hash", target->relname),
+				 errdetail("A run value maps to a partition only under RANGE or LIST partitioning.")));
+	if (key->partnatts != 1 || key->partattrs[0] == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the partition key of \"%s\" is not one plain column", target->relname),
+				 errdetail("etl_replace_partition handles tables partitioned on a single column, not on several columns or an expression.")));
+	keycol = get_attname(target->relid, key->partattrs[0], false);
+	if (partition_column && strcmp(partition_column, keycol) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partition_column \"%s\" is not the partition key of \"%s\"",
+						partition_column, target->relname),
+				 errdetail("\"%s\" is partitioned on \"%s\".", target->relname, keycol),
+				 errhint("Leave partition_column NULL for a partitioned table.")));
+	pk->strategy = key->strategy;
+	pk->column = target_column(target, keycol);
+	pd = RelationGetPartitionDesc(rel, true);
+	if (pd->boundinfo && pd->boundinfo->default_index >= 0)
+		pk->default_part = pd->oids[pd->boundinfo->default_index];
+	table_close(rel, NoLock);
+	return pk;
+}
+
+static Datum
+value_datum(PartKey *pk, const char *value)
+{
+	Oid			typinput;
+	Oid			typioparam;
+
+	getTypeInputInfo(pk->column->typid, &typinput, &typioparam);
+	return OidInputFunctionCall(typinput, (char *) value, typioparam, pk->column->typmod);
+}
+
+/* The value as its type prints it: '2026-11-28' for '20261128'::date. */
+char *
+partmap_normalize(PartKey *pk, const char *value)
+{
+	Oid			typoutput;
+	bool		isvarlena;
+
+	getTypeOutputInfo(pk->column->typid, &typoutput, &isvarlena);
+	return OidOutputFunctionCall(typoutput, value_datum(pk, value));
+}
+
+char *
+partmap_literal(PartKey *pk, const char *text)
+{
+	return psprintf("%s::%s", quote_literal_cstr(text),
+					format_type_extended(pk->column->typid, pk->column->typmod,
+										 FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+}
+
+/* Lower and upper bounds, as text, of every sibling with finite bounds. */
+static void
+sibling_ranges(PartitionDesc pd, PartKey *pk, ArrayBuildState **lows,
+			   ArrayBuildState **highs)
+{
+	Oid			typoutput;
+	bool		isvarlena;
+
+	getTypeOutputInfo(pk->column->typid, &typoutput, &isvarlena);
+	*lows = initArrayResult(TEXTOID, CurrentMemoryContext, false);
+	*highs = initArrayResult(TEXTOID, CurrentMemoryContext, false);
+	for (int i = 0; i < pd->nparts; i++)
+	{
+		HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(pd->oids[i]));
+		bool		isnull;
+		Datum		d;
+		PartitionBoundSpec *spec;
+		PartitionRangeDatum *lo;
+		PartitionRangeDatum *hi;
+
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for relation %u", pd->oids[i]);
+		d = SysCacheGetAttr(RELOID, tup, Anum_pg_class_relpartbound, &isnull);
+		spec = isnull ? NULL : stringToNode(TextDatumGetCString(d));
+		ReleaseSysCache(tup);
+		if (spec == NULL || spec->is_default)
+			continue;
+		lo = linitial_node(PartitionRangeDatum, spec->lowerdatums);
+		hi = linitial_node(PartitionRangeDatum, spec->upperdatums);
+		if (lo->kind != PARTITION_RANGE_DATUM_VALUE || hi->kind != PARTITION_RANGE_DATUM_VALUE)
+			continue;
+		accumArrayResult(*lows, CStringGetTextDatum(OidOutputFunctionCall(typoutput, castNode(Const, lo->value)->constvalue)),
+						 false, TEXTOID, CurrentMemoryContext);
+		accumArrayResult(*highs, CStringGetTextDatum(OidOutputFunctionCall(typoutput, castNode(Const, hi->value)->constvalue)),
+						 false, TEXTOID, CurrentMemoryContext);
+	}
+}
+
+/* The date_trunc unit that aligns partitions of this width. */
+static const char *
+granularity_unit(Interval *g)
+{
+	if (g->month < 0 || g->day < 0 || g->time < 0 ||
+		(g->month == 0 && g->day == 0 && g->time == 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("granularity must be a positive interval")));
+	if (g->month > 0)
+		return g->month % 12 == 0 ? "year" : g->month == 3 ? "quarter" : "month";
+	if (g->day > 0)
+		return g->day % 7 == 0 ? "week" : "day";
+	if (g->time % USECS_PER_HOUR == 0)
+		return "hour";
+	return g->time % USECS_PER_MINUTE == 0 ? "minute" : "second";
+}
+
+static bool
+is_time_type(Oid typid)
+{
+	return typid == DATEOID || typid == TIMESTAMPOID || typid == TIMESTAMPTZOID;
+}
+
+/*
+ * Bounds of a new RANGE partition holding value: aligned with date_trunc to
+ * the granularity's unit for dates and timestamps; without granularity, the
+ * width and alignment that every sibling shares.
+ */
+static void
+new_range_bounds(TargetInfo *target, PartKey *pk, PartitionDesc pd,
+				 const char *value, Interval *granularity,
+				 char **lower, char **upper)
+{
+	const char *type = format_type_extended(pk->column->typid, pk->column->typmod,
+											FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
+	const char *ts = pk->column->typid == TIMESTAMPTZOID ?
+		"pg_catalog.timestamptz" : "pg_catalog.timestamp";
+	ArrayBuildState *lows;
+	ArrayBuildState *highs;
+	Oid			argtypes[3] = {TEXTARRAYOID, TEXTARRAYOID, TEXTOID};
+	Datum		args[3];
+	SPIPlanPtr	plan;
+	char	   *sql;
+	bool		isnull;
+
+	if (granularity && !is_time_type(pk->column->typid))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("granularity applies to date and timestamp partition keys, not to %s",
+						format_type_be(pk->column->typid)),
+				 errhint("Create the partition for %s yourself, or let its siblings show the width.", value)));
+
+	if (granularity == NULL)
+	{
+		sibling_ranges(pd, pk, &lows, &highs);
+		args[0] = makeArrayResult(lows, CurrentMemoryContext);
+		args[1] = makeArrayResult(highs, CurrentMemoryContext);
+		args[2] = CStringGetTextDatum(value);
+		if (is_time_type(pk->column->typid))
+			sql = psprintf("SELECT c.g FROM (VALUES (1, '1 hour'::pg_catalog.interval, 'hour'),"
+						   " (2, '1 day', 'day'), (3, '7 days', 'week'), (4, '1 month', 'month'),"
+						   " (5, '3 months', 'quarter'), (6, '1 year', 'year')) c(n, g, u)"
+						   " WHERE pg_catalog.cardinality($1) > 0 AND NOT EXISTS (SELECT 1"
+						   " FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) b(lo, hi)"
+						   " WHERE b.hi::%s::%s <> b.lo::%s::%s + c.g"
+						   " OR pg_catalog.date_trunc(c.u, b.lo::%s::%s) <> b.lo::%s::%s)"
+						   " ORDER BY c.n LIMIT 1",
+						   type, ts, type, ts, type, ts, type, ts);
+		else
+			sql = psprintf("WITH b AS (SELECT b.lo::%s AS lo, b.hi::%s - b.lo::%s AS w"
+						   " FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) b(lo, hi)),"
+						   " f AS (SELECT count(DISTINCT w) AS nw, min(w) AS w,"
+						   " count(DISTINCT ((lo %% w) + w) %% w) AS no, min(((lo %% w) + w) %% w) AS o FROM b)"
+						   " SELECT (v - (((v - o) %% w) + w) %% w)::pg_catalog.text,"
+						   " (v - (((v - o) %% w) + w) %% w + w)::pg_catalog.text"
+						   " FROM f, (SELECT $3::%s AS v) x WHERE nw = 1 AND no = 1",
+						   type, type, type, type);
+		plan = sqlb_prepare(sql, 3, argtypes);
+		if (SPI_execute_plan(plan, args, NULL, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "inferring partition bounds failed");
+		if (SPI_processed == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("no partition of \"%s\" holds %s, and the bounds of a new one cannot be inferred",
+							target->relname, value),
+					 errdetail("The existing partitions do not all share one width and alignment."),
+					 errhint("Pass granularity, e.g. granularity => '1 day', or create the partition yourself.")));
+		if (!is_time_type(pk->column->typid))
+		{
+			*lower = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+			*upper = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+			return;
+		}
+		granularity = DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0],
+													  SPI_tuptable->tupdesc, 1, &isnull));
+	}
+
+	{
+		Oid			gtypes[2] = {TEXTOID, INTERVALOID};
+		Datum		gargs[2];
+
+		gargs[0] = CStringGetTextDatum(value);
+		gargs[1] = IntervalPGetDatum(granularity);
+		plan = sqlb_prepare(psprintf("SELECT lo::%s::pg_catalog.text, (lo + $2)::%s::pg_catalog.text"
+									 " FROM (SELECT pg_catalog.date_trunc(%s, $1::%s::%s) AS lo) s",
+									 type, type, quote_literal_cstr(granularity_unit(granularity)),
+									 type, ts),
+							2, gtypes);
+		if (SPI_execute_plan(plan, gargs, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "computing partition bounds failed");
+		*lower = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		*upper = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	}
+}
+
+/* parent_<bound with only letters and digits>, unique in the schema */
+static char *
+new_partition_name(TargetInfo *target, const char *bound)
+{
+	StringInfoData base;
+	Oid			nsp = get_rel_namespace(target->relid);
+	char	   *name;
+
+	initStringInfo(&base);
+	appendStringInfo(&base, "%s_", target->relname);
+	for (const char *p = bound; *p; p++)
+		if (isalnum((unsigned char) *p))
+			appendStringInfoChar(&base, *p);
+	if (base.len > NAMEDATALEN - 8)
+		base.data[NAMEDATALEN - 8] = '\0';
+	name = pstrdup(base.data);
+	for (int n = 1; OidIsValid(get_relname_relid(name, nsp)); n++)
+		name = psprintf("%s_%d", base.data, n);
+	return name;
+}
+
+static void
+existing_partition(PartSlot *slot, Oid partoid, TargetInfo *target)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1];
+	SPIPlanPtr	plan;
+	char		relkind = get_rel_relkind(partoid);
+
+	if (relkind != RELKIND_RELATION)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("partition \"%s\" of \"%s\" is %s",
+						get_rel_name(partoid), target->relname,
+						relkind == RELKIND_PARTITIONED_TABLE ? "itself partitioned" : "not a table"),
+				 errdetail("Only a leaf partition that is an ordinary table can be swapped.")));
+	args[0] = ObjectIdGetDatum(partoid);
+	plan = sqlb_prepare("SELECT relname, pg_catalog.pg_get_expr(relpartbound, oid),"
+						" pg_catalog.pg_get_partition_constraintdef(oid)"
+						" FROM pg_catalog.pg_class WHERE oid = $1", 1, argtypes);
+	if (SPI_execute_plan(plan, args, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "partition %u vanished", partoid);
+	slot->partoid = partoid;
+	slot->name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	slot->bound_sql = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	slot->check_sql = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+	SPI_freeplan(plan);
+}
+
+/*
+ * The partition that holds value, found with the same binary search that
+ * routes inserted rows; InvalidOid when none does (or only the default one).
+ */
+Oid
+partmap_find(TargetInfo *target, PartKey *pk, const char *value)
+{
+	Relation	rel = table_open(target->relid, NoLock);
+	PartitionKey key = RelationGetPartitionKey(rel);
+	PartitionDesc pd = RelationGetPartitionDesc(rel, true);
+	PartitionBoundInfo bi = pd->boundinfo;
+	Datum		v = value_datum(pk, value);
+	bool		equal = false;
+	int			idx = -1;
+
+	if (bi && pk->strategy == PARTITION_STRATEGY_LIST)
+	{
+		int			off = partition_list_bsearch(key->partsupfunc, key->partcollation,
+												 bi, v, &equal);
+
+		if (off >= 0 && equal)
+			idx = bi->indexes[off];
+	}
+	else if (bi)
+	{
+		int			off = partition_range_datum_bsearch(key->partsupfunc, key->partcollation,
+														bi, 1, &v, &equal);
+
+		idx = bi->indexes[off + 1];
+	}
+	table_close(rel, NoLock);
+	return idx >= 0 ? pd->oids[idx] : InvalidOid;
+}
+
+/*
+ * The partition that holds value or, when there is none, the bounds and
+ * name of the one to create.
+ */
+PartSlot *
+partmap_slot(TargetInfo *target, PartKey *pk, const char *value,
+			 Interval *granularity)
+{
+	PartSlot   *slot = palloc0(sizeof(PartSlot));
+	Oid			partoid = partmap_find(target, pk, value);
+	const char *col = quote_identifier(pk->column->name);
+
+	slot->value = partmap_normalize(pk, value);
+	if (OidIsValid(partoid))
+		existing_partition(slot, partoid, target);
+	else if (pk->strategy == PARTITION_STRATEGY_LIST)
+	{
+		slot->name = new_partition_name(target, slot->value);
+		slot->bound_sql = psprintf("FOR VALUES IN (%s)", quote_literal_cstr(slot->value));
+		slot->check_sql = psprintf("%s IS NOT NULL AND %s = %s", col, col,
+								   partmap_literal(pk, slot->value));
+	}
+	else
+	{
+		Relation	rel = table_open(target->relid, NoLock);
+		char	   *lower;
+		char	   *upper;
+
+		new_range_bounds(target, pk, RelationGetPartitionDesc(rel, true), slot->value,
+						 granularity, &lower, &upper);
+		table_close(rel, NoLock);
+		slot->name = new_partition_name(target, lower);
+		slot->bound_sql = psprintf("FOR VALUES FROM (%s) TO (%s)",
+								   quote_literal_cstr(lower), quote_literal_cstr(upper));
+		slot->check_sql = psprintf("%s IS NOT NULL AND %s >= %s AND %s < %s", col,
+								   col, partmap_literal(pk, lower), col, partmap_literal(pk, upper));
+	}
+	return slot;
+}

@@ -1,0 +1,470 @@
+/*
+ * replace.c
+ *		etl_replace_partition and etl_replace_partitions: replace one run
+ *		value's data as a whole, so that a rerun can never append to it or
+ *		half-overwrite it.
+ *
+ * For a partitioned target the new contents go into a fresh table shaped
+ * like the partition, which is indexed, checked and constrained before a
+ * short swap (swap.c) puts it in the old one's place.  For a plain table
+ * with partition_column, the value's rows are deleted and the new ones
+ * inserted in the same transaction.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+
+#include "idem_etl.h"
+#include "kept.h"
+#include "ledger.h"
+#include "newpart.h"
+#include "partmap.h"
+#include "relinfo.h"
+#include "sql_build.h"
+#include "stage.h"
+#include "swap.h"
+
+PG_FUNCTION_INFO_V1(etl_replace_partition);
+PG_FUNCTION_INFO_V1(etl_replace_partitions);
+
+#define OPERATION "replace_partition"
+
+typedef struct ReplaceArgs
+{
+	TargetInfo *target;
+	PartKey    *pk;
+	Stage	   *stage;			/* the source, planned */
+	Interval   *granularity;
+	Interval   *keep;			/* NULL: drop replaced data at commit */
+	char	   *run_key;
+} ReplaceArgs;
+
+typedef struct ReplaceResult
+{
+	int64		run_id;
+	Oid			partition;
+	int64		loaded;
+	int64		replaced;
+	bool		skipped;
+} ReplaceResult;
+
+static char *
+text_arg(FunctionCallInfo fcinfo, int n)
+{
+	return PG_ARGISNULL(n) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(n));
+}
+
+/* keep_replaced, else idem_etl.keep_replaced; NULL when nothing is kept */
+static Interval *
+keep_interval(FunctionCallInfo fcinfo, int n)
+{
+	Interval   *keep;
+
+	if (!PG_ARGISNULL(n))
+		keep = PG_GETARG_INTERVAL_P(n);
+	else
+	{
+		keep = palloc0(sizeof(Interval));
+		keep->time = (int64) idem_keep_replaced * USECS_PER_SEC;
+	}
+	if (keep->time < 0 || keep->day < 0 || keep->month < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("keep_replaced must not be negative")));
+	return (keep->time == 0 && keep->day == 0 && keep->month == 0) ? NULL : keep;
+}
+
+/* Start the arguments common to both functions; value may be NULL. */
+static void
+replace_setup(ReplaceArgs *a, FunctionCallInfo fcinfo, Oid relid,
+			  const char *source, const char *partition_column)
+{
+	a->target = target_open(relid);
+	if (a->target->relkind == RELKIND_PARTITIONED_TABLE)
+		target_require_owner(a->target);
+	a->pk = partmap_key(a->target, partition_column);
+	a->stage = stage_plan(a->target, source);
+	if (!stage_has_column(a->stage, a->pk->column->name))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("partition column \"%s\" is missing from the source",
+						a->pk->column->name),
+				 errdetail("The source must return the complete new rows, partition column included."),
+				 errhint("Add \"%s\" to the source query's select list.", a->pk->column->name)));
+}
+
+/* What shapes the result besides the rows: the columns and the bound. */
+static char *
+replace_options(Stage *stage, const char *bound)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < stage->ncolumns; i++)
+		appendStringInfo(&buf, "col %zu:%s\n", strlen(stage->columns[i]), stage->columns[i]);
+	appendStringInfo(&buf, "bound %zu:%s\n", strlen(bound), bound);
+	return buf.data;
+}
+
+/*
+ * With run_key: the latest run for (target, value, run_key).  True when it
+ * had the same fingerprint, so this call is a skip.
+ */
+static bool
+same_as_prior(ReplaceArgs *a, const char *value, LedgerRun *run)
+{
+	LedgerPrior prior;
+
+	if (a->run_key == NULL)
+		return false;
+	prior = ledger_prior_run(a->target->relid, OPERATION, a->run_key, value);
+	if (prior.run_id == 0)
+		return false;
+	if (strcmp(prior.fingerprint, run->fingerprint) == 0)
+	{
+		ereport(NOTICE,
+				(errmsg("skipping replacement of %s in \"%s\": run_key \"%s\" loaded the same rows in run %lld",
+						value, a->target->relname, a->run_key, (long long) prior.run_id),
+				 errdetail("Nothing was rewritten."),
+				 errhint("Change the source, or use another run_key, to load it again.")));
+		return true;
+	}
+	ereport(NOTICE,
+			(errmsg("run_key \"%s\" loaded %s into \"%s\" in run %lld with other rows; replacing them as a correction",
+					a->run_key, value, a->target->relname, (long long) prior.run_id)));
+	run->corrects = prior.run_id;
+	return false;
+}
+
+static void
+start_run(LedgerRun *run, ReplaceArgs *a, const char *value, const char *table)
+{
+	memset(run, 0, sizeof(LedgerRun));
+	run->operation = OPERATION;
+	run->target = a->target->qualname;
+	run->target_oid = a->target->relid;
+	run->run_key = a->run_key;
+	run->started_at = GetCurrentTimestamp();
+	run->partition_value = value;
+	run->partition_table = table;
+}
+
+/*
+ * Rows of other tables that reference the partition through a foreign key
+ * would be left dangling: refuse before anything changes, naming the
+ * constraint (DETACH would refuse too, but only under the parent's lock).
+ */
+static void
+check_referencing_rows(ReplaceArgs *a, PartSlot *slot, const char *schema)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1];
+	uint64		n;
+	SPITupleTable *tuptable;
+
+	args[0] = ObjectIdGetDatum(a->target->relid);
+	SPI_execute_with_args("SELECT c.conname, c.conrelid::pg_catalog.regclass::pg_catalog.text,"
+						  " pg_catalog.string_agg(pg_catalog.format('r.%I = p.%I', ra.attname, pa.attname),"
+						  " ' AND ' ORDER BY k.n)"
+						  " FROM pg_catalog.pg_constraint c,"
+						  " ROWS FROM (pg_catalog.unnest(c.conkey), pg_catalog.unnest(c.confkey)) WITH ORDINALITY k(r, p, n),"
+						  " pg_catalog.pg_attribute ra, pg_catalog.pg_attribute pa"
+						  " WHERE c.confrelid = $1 AND c.contype = 'f' AND c.conparentid = 0"
+						  " AND ra.attrelid = c.conrelid AND ra.attnum = k.r"
+						  " AND pa.attrelid = c.confrelid AND pa.attnum = k.p"
+						  " GROUP BY c.oid, c.conname, c.conrelid ORDER BY c.conname",
+						  1, argtypes, args, NULL, false, 0);
+	n = SPI_processed;
+	tuptable = SPI_tuptable;
+	for (uint64 i = 0; i < n; i++)
+	{
+		char	   *conname = SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 1);
+		char	   *conrel = SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 2);
+
+		if (sqlb_exec_int8(psprintf("SELECT count(*)::pg_catalog.int8 FROM (SELECT 1 FROM %s r"
+									" JOIN %s.%s p ON %s LIMIT 1) x",
+									conrel, schema, quote_identifier(slot->name),
+									SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 3))) > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FOREIGN_KEY_VIOLATION),
+					 errmsg("rows of \"%s\" reference partition \"%s\" of \"%s\" through foreign key \"%s\"",
+							conrel, slot->name, a->target->relname, conname),
+					 errdetail("Replacing the partition would leave them without the rows they reference."),
+					 errhint("Delete or repoint those rows first, or load with etl_upsert_batch instead.")));
+	}
+}
+
+/*
+ * Replace one partition.  Its new rows come from the source (from == NULL)
+ * or from the rows of a staged batch that fall in it.
+ */
+static void
+replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
+{
+	NewPart    *np;
+	Stage		loaded = *a->stage;
+	LedgerRun	run;
+	SwapSpec	spec;
+	bool		keep = a->keep != NULL && OidIsValid(slot->partoid);
+
+	memset(r, 0, sizeof(ReplaceResult));
+	ledger_lock_key(a->target->relid, OPERATION, slot->value);
+	start_run(&run, a, slot->value,
+			  quote_qualified_identifier(get_namespace_name(get_rel_namespace(a->target->relid)),
+										 slot->name));
+	np = newpart_create(a->target, slot);
+	if (from == NULL)
+		stage_fill(&loaded, np->qualname);
+	else
+	{
+		StringInfoData sql;
+
+		initStringInfo(&sql);
+		appendStringInfo(&sql, "INSERT INTO %s (", np->qualname);
+		sqlb_append_columns(&sql, NULL, loaded.columns, loaded.ncolumns);
+		appendStringInfoString(&sql, ") SELECT ");
+		sqlb_append_columns(&sql, NULL, loaded.columns, loaded.ncolumns);
+		appendStringInfo(&sql, " FROM %s WHERE %s", from, slot->check_sql);
+		loaded.nrows = (int64) sqlb_exec(sql.data);
+		loaded.name = np->qualname;
+	}
+	run.batch_rows = loaded.nrows;
+	run.fingerprint = stage_scan(&loaded, NULL, replace_options(&loaded, slot->bound_sql));
+
+	if (same_as_prior(a, slot->value, &run))
+	{
+		sqlb_exec(psprintf("DROP TABLE %s", np->qualname));
+		run.skipped = true;
+		r->partition = slot->partoid;
+		r->skipped = true;
+		r->run_id = ledger_record(&run);
+		return;
+	}
+
+	if (from == NULL)
+		newpart_check_rows(np, a->target, a->pk, slot, np->qualname);
+	if (OidIsValid(slot->partoid))
+		check_referencing_rows(a, slot, np->schema);
+	newpart_finish(np, a->target, slot);
+
+	r->loaded = loaded.nrows;
+	if (OidIsValid(slot->partoid))
+		r->replaced = sqlb_exec_int8(psprintf("SELECT count(*)::pg_catalog.int8 FROM %s.%s",
+											  np->schema, quote_identifier(slot->name)));
+	else if (OidIsValid(a->pk->default_part))
+		r->replaced = (int64) sqlb_exec(psprintf("DELETE FROM %s WHERE %s",
+												 quote_qualified_identifier(get_namespace_name(get_rel_namespace(a->pk->default_part)),
+																			get_rel_name(a->pk->default_part)),
+												 slot->check_sql));
+
+	memset(&spec, 0, sizeof(spec));
+	spec.parent = a->target;
+	spec.schema = np->schema;
+	if (OidIsValid(slot->partoid))
+	{
+		spec.old_name = slot->name;
+		spec.keep_name = keep ? kept_table_name(slot->partoid) : NULL;
+	}
+	spec.new_name = np->relname;
+	spec.final_name = slot->name;
+	spec.bound_sql = slot->bound_sql;
+	swap_partition(&spec);
+
+	run.rows_loaded = r->loaded;
+	run.rows_replaced = r->replaced;
+	r->run_id = ledger_record(&run);
+	if (keep)
+		kept_record(a->target, slot, np->schema, spec.keep_name, r->run_id, a->keep);
+	r->partition = get_relname_relid(slot->name, get_rel_namespace(a->target->relid));
+}
+
+/*
+ * Plain table: delete the value's rows and insert the new ones.  The rows
+ * come from the source (from == NULL) or from a staged batch.
+ */
+static void
+replace_in_table(ReplaceArgs *a, const char *value, const char *from, ReplaceResult *r)
+{
+	Stage		batch = *a->stage;
+	LedgerRun	run;
+	const char *col = quote_identifier(a->pk->column->name);
+	char	   *literal = partmap_literal(a->pk, value);
+	char	   *bound = psprintf("%s = %s", col, literal);
+	StringInfoData sql;
+
+	memset(r, 0, sizeof(ReplaceResult));
+	ledger_lock_key(a->target->relid, OPERATION, value);
+	start_run(&run, a, value, a->target->qualname);
+	if (from == NULL)
+	{
+		char	   *example;
+
+		stage_load(&batch, a->target);
+		sqlb_exec(psprintf("SELECT count(*)::pg_catalog.int8,"
+						   " pg_catalog.min(coalesce(%s::pg_catalog.text, 'NULL'))"
+						   " FROM %s WHERE %s IS DISTINCT FROM %s",
+						   col, batch.name, col, literal));
+		example = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		if (example != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_CHECK_VIOLATION),
+					 errmsg("%s row(s) of the source do not have %s = %s",
+							SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
+							a->pk->column->name, value),
+					 errdetail("One offending value of \"%s\" is %s.", a->pk->column->name, example),
+					 errhint("Filter the source on \"%s\".", a->pk->column->name)));
+	}
+	else
+	{
+		batch.name = stage_temp_name("value");
+		batch.nrows = (int64) sqlb_exec(psprintf("CREATE TEMP TABLE %s ON COMMIT DROP AS SELECT * FROM %s WHERE %s",
+												 batch.name, from, bound));
+	}
+	run.batch_rows = batch.nrows;
+	run.fingerprint = stage_scan(&batch, NULL, replace_options(&batch, bound));
+	r->partition = a->target->relid;
+	if (same_as_prior(a, value, &run))
+	{
+		run.skipped = true;
+		r->skipped = true;
+	}
+	else
+	{
+		r->replaced = (int64) sqlb_exec(psprintf("DELETE FROM %s WHERE %s", a->target->qualname, bound));
+		initStringInfo(&sql);
+		appendStringInfo(&sql, "INSERT INTO %s (", a->target->qualname);
+		sqlb_append_columns(&sql, NULL, batch.columns, batch.ncolumns);
+		appendStringInfoString(&sql, ") SELECT ");
+		sqlb_append_columns(&sql, NULL, batch.columns, batch.ncolumns);
+		appendStringInfo(&sql, " FROM %s", batch.name);
+		r->loaded = (int64) sqlb_exec(sql.data);
+		run.rows_loaded = r->loaded;
+		run.rows_replaced = r->replaced;
+	}
+	stage_drop(batch.name);
+	r->run_id = ledger_record(&run);
+}
+
+static void
+put_result(Tuplestorestate *store, TupleDesc desc, ReplaceResult *r)
+{
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+
+	values[0] = Int64GetDatum(r->run_id);
+	values[1] = ObjectIdGetDatum(r->partition);
+	nulls[1] = !OidIsValid(r->partition);
+	values[2] = Int64GetDatum(r->loaded);
+	values[3] = Int64GetDatum(r->replaced);
+	values[4] = BoolGetDatum(r->skipped);
+	tuplestore_putvalues(store, desc, values, nulls);
+}
+
+Datum
+etl_replace_partition(PG_FUNCTION_ARGS)
+{
+	ReplaceArgs a;
+	ReplaceResult r;
+	char	   *value;
+	TupleDesc	desc;
+	Tuplestorestate *store;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("target, partition_value and source must not be NULL")));
+	store = idem_srf_store(fcinfo, &desc);
+	SPI_connect();
+	replace_setup(&a, fcinfo, PG_GETARG_OID(0), text_arg(fcinfo, 2), text_arg(fcinfo, 3));
+	a.granularity = PG_ARGISNULL(4) ? NULL : PG_GETARG_INTERVAL_P(4);
+	a.keep = keep_interval(fcinfo, 5);
+	a.run_key = text_arg(fcinfo, 6);
+	value = partmap_normalize(a.pk, text_arg(fcinfo, 1));
+
+	if (a.pk->strategy == 0)
+		replace_in_table(&a, value, NULL, &r);
+	else
+		replace_slot(&a, partmap_slot(a.target, a.pk, value, a.granularity), NULL, &r);
+	put_result(store, desc, &r);
+	SPI_finish();
+	return (Datum) 0;
+}
+
+/*
+ * Dynamic overwrite: every partition the source has rows for is replaced
+ * with those rows, the others are left alone, all in the caller's
+ * transaction.  The source is staged once; partitions are done in the order
+ * of their values, so concurrent calls take their locks in the same order.
+ */
+Datum
+etl_replace_partitions(PG_FUNCTION_ARGS)
+{
+	ReplaceArgs a;
+	ReplaceResult r;
+	TupleDesc	desc;
+	Tuplestorestate *store;
+	const char *col;
+	uint64		nvalues;
+	SPITupleTable *values;
+	List	   *done = NIL;
+	int64		nulls;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("target and source must not be NULL")));
+	store = idem_srf_store(fcinfo, &desc);
+	SPI_connect();
+	replace_setup(&a, fcinfo, PG_GETARG_OID(0), text_arg(fcinfo, 1), text_arg(fcinfo, 2));
+	a.granularity = PG_ARGISNULL(3) ? NULL : PG_GETARG_INTERVAL_P(3);
+	a.keep = keep_interval(fcinfo, 4);
+	a.run_key = text_arg(fcinfo, 5);
+	col = quote_identifier(a.pk->column->name);
+
+	stage_load(a.stage, a.target);
+	nulls = sqlb_exec_int8(psprintf("SELECT count(*)::pg_catalog.int8 FROM %s WHERE %s IS NULL",
+									a.stage->name, col));
+	if (nulls > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("%lld row(s) of the source have no value in partition column \"%s\"",
+						(long long) nulls, a.pk->column->name),
+				 errdetail("One offending value is NULL."),
+				 errhint("Filter out or fill in those rows in the source query.")));
+
+	sqlb_exec(psprintf("SELECT DISTINCT %s::pg_catalog.text, %s FROM %s ORDER BY 2",
+					   col, col, a.stage->name));
+	nvalues = SPI_processed;
+	values = SPI_tuptable;
+	for (uint64 i = 0; i < nvalues; i++)
+	{
+		char	   *value = SPI_getvalue(values->vals[i], values->tupdesc, 1);
+		PartSlot   *slot;
+		ListCell   *lc;
+		bool		seen = false;
+
+		if (a.pk->strategy == 0)
+		{
+			replace_in_table(&a, value, a.stage->name, &r);
+			put_result(store, desc, &r);
+			continue;
+		}
+		slot = partmap_slot(a.target, a.pk, value, a.granularity);
+		foreach(lc, done)
+			seen |= strcmp((char *) lfirst(lc), slot->bound_sql) == 0;
+		if (seen)
+			continue;
+		done = lappend(done, slot->bound_sql);
+		replace_slot(&a, slot, a.stage->name, &r);
+		put_result(store, desc, &r);
+	}
+	stage_drop(a.stage->name);
+	SPI_finish();
+	return (Datum) 0;
+}

@@ -1,0 +1,144 @@
+/*
+ * swap.c
+ *		The short step: detach the old partition, attach the new one, waiting
+ *		for locks a bounded time and retrying.
+ *
+ * DETACH takes ACCESS EXCLUSIVE on the parent.  Queued behind a long-running
+ * reader, that request would block every other reader of the table for as
+ * long as it waits.  So each try waits at most idem_etl.lock_timeout, and a
+ * try that times out is rolled back to its subtransaction and repeated, up
+ * to idem_etl.lock_retries more times; then 55P03 and nothing has changed.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+#include "idem_etl.h"
+#include "sql_build.h"
+#include "swap.h"
+
+/*
+ * Rename the indexes of a table whose names start with from (the table's
+ * former name, as CREATE INDEX and ADD CONSTRAINT named them) to start with
+ * to instead, so that a swapped-in partition's indexes are named after it.
+ * A name already taken elsewhere is left as it is.
+ */
+static void
+rename_indexes(const char *schema, const char *table, const char *from, const char *to)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
+	Datum		args[3];
+	uint64		n;
+	SPITupleTable *tuptable;
+
+	args[0] = CStringGetTextDatum(psprintf("%s.%s", schema, quote_identifier(table)));
+	args[1] = CStringGetTextDatum(from);
+	args[2] = CStringGetTextDatum(to);
+	SPI_execute_with_args("SELECT pg_catalog.quote_ident(c.relname),"
+						  " pg_catalog.quote_ident(pg_catalog.left($3 || pg_catalog.substr(c.relname,"
+						  "  pg_catalog.length($2) + 1), 63))"
+						  " FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid"
+						  " WHERE i.indrelid = $1::pg_catalog.regclass"
+						  " AND pg_catalog.starts_with(c.relname, $2)"
+						  " AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class o"
+						  "  WHERE o.relnamespace = c.relnamespace"
+						  "  AND o.relname = pg_catalog.left($3 || pg_catalog.substr(c.relname,"
+						  "  pg_catalog.length($2) + 1), 63))",
+						  3, argtypes, args, NULL, false, 0);
+	n = SPI_processed;
+	tuptable = SPI_tuptable;
+	for (uint64 i = 0; i < n; i++)
+		sqlb_exec(psprintf("ALTER INDEX %s.%s RENAME TO %s", schema,
+						   SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 1),
+						   SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 2)));
+}
+
+/* Everything that needs the parent's lock, as one try. */
+static void
+swap_once(const SwapSpec *s)
+{
+	const char *final_qual = psprintf("%s.%s", s->schema, quote_identifier(s->final_name));
+
+	if (s->old_name)
+	{
+		const char *old_qual = psprintf("%s.%s", s->schema, quote_identifier(s->old_name));
+
+		sqlb_exec(psprintf("ALTER TABLE %s DETACH PARTITION %s", s->parent->qualname, old_qual));
+		if (s->keep_name)
+		{
+			sqlb_exec(psprintf("ALTER TABLE %s RENAME TO %s", old_qual,
+							   quote_identifier(s->keep_name)));
+			rename_indexes(s->schema, s->keep_name, s->old_name, s->keep_name);
+		}
+		else
+			sqlb_exec(psprintf("DROP TABLE %s", old_qual));
+	}
+	sqlb_exec(psprintf("ALTER TABLE %s.%s RENAME TO %s", s->schema,
+					   quote_identifier(s->new_name), quote_identifier(s->final_name)));
+	rename_indexes(s->schema, s->final_name, s->new_name, s->final_name);
+	sqlb_exec(psprintf("ALTER TABLE %s ATTACH PARTITION %s %s", s->parent->qualname,
+					   final_qual, s->bound_sql));
+	sqlb_exec(psprintf("ALTER TABLE %s DROP CONSTRAINT idem_etl_bound", final_qual));
+}
+
+void
+swap_partition(const SwapSpec *s)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+
+	for (int attempt = 0;; attempt++)
+	{
+		int			nestlevel;
+
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(oldcxt);
+		PG_TRY();
+		{
+			nestlevel = NewGUCNestLevel();
+			(void) set_config_option("lock_timeout", psprintf("%d", idem_lock_timeout),
+									 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+									 true, 0, false);
+			swap_once(s);
+			AtEOXact_GUC(true, nestlevel);
+			ReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcxt);
+			CurrentResourceOwner = oldowner;
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(oldcxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcxt);
+			CurrentResourceOwner = oldowner;
+
+			if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+				ReThrowError(edata);
+			if (attempt >= idem_lock_retries)
+				ereport(ERROR,
+						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+						 errmsg("could not swap partition \"%s\" of \"%s\": its locks were not granted in %d tries",
+								s->final_name, s->parent->relname, attempt + 1),
+						 errdetail("Each try waited idem_etl.lock_timeout (%d ms): %s",
+								   idem_lock_timeout, edata->message),
+						 errhint("Another session holds a lock on the table; retry later, or raise idem_etl.lock_timeout or idem_etl.lock_retries.")));
+			ereport(DEBUG1,
+					(errmsg("partition swap of \"%s\" timed out waiting for a lock, try %d of %d",
+							s->parent->relname, attempt + 1, idem_lock_retries + 1)));
+			continue;
+		}
+		PG_END_TRY();
+		break;
+	}
+}
