@@ -22,10 +22,12 @@
  * CREATE TABLE ... (LIKE the partition, or the parent for a new partition)
  * with columns, defaults, CHECK and NOT NULL constraints, storage,
  * compression, comments and statistics, but no indexes yet: they are built
- * after the load, which is faster than maintaining them row by row.
+ * after the load, which is faster than maintaining them row by row.  The
+ * partition column may hold NULL until the rows are checked, so that a NULL
+ * there is reported like any value outside the bounds.
  */
 NewPart *
-newpart_create(TargetInfo *parent, PartSlot *slot)
+newpart_create(TargetInfo *parent, PartKey *pk, PartSlot *slot)
 {
 	static uint32 serial = 0;
 	NewPart    *np = palloc0(sizeof(NewPart));
@@ -38,6 +40,9 @@ newpart_create(TargetInfo *parent, PartSlot *slot)
 					   np->qualname,
 					   quote_qualified_identifier(get_namespace_name(get_rel_namespace(shape)),
 												  get_rel_name(shape))));
+	if (pk->column->notnull)
+		sqlb_exec(psprintf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL", np->qualname,
+						   quote_identifier(pk->column->name)));
 	return np;
 }
 
@@ -230,13 +235,20 @@ carry_properties(NewPart *np, Oid old)
 		sqlb_exec(SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 1));
 }
 
-/* Everything after the load and before the swap. */
+/*
+ * Everything after the load and before the swap.  The bound goes first: it
+ * proves the partition column NOT NULL, so setting that (again, directly or
+ * for a primary key) needs no scan.
+ */
 void
-newpart_finish(NewPart *np, TargetInfo *parent, PartSlot *slot)
+newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot)
 {
+	newpart_add_bound(np->qualname, slot);
+	if (pk->column->notnull)
+		sqlb_exec(psprintf("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL", np->qualname,
+						   quote_identifier(pk->column->name)));
 	build_indexes(np, OidIsValid(slot->partoid) ? slot->partoid : parent->relid);
 	add_foreign_keys(np, parent);
-	newpart_add_bound(np->qualname, slot);
 	sqlb_exec(psprintf("ANALYZE %s", np->qualname));
 	if (OidIsValid(slot->partoid))
 		carry_properties(np, slot->partoid);

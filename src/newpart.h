@@ -17,10 +17,10 @@ typedef struct NewPart
 	char	   *schema;			/* quoted schema */
 } NewPart;
 
-extern NewPart *newpart_create(TargetInfo *parent, PartSlot *slot);
+extern NewPart *newpart_create(TargetInfo *parent, PartKey *pk, PartSlot *slot);
 extern void newpart_check_rows(NewPart *np, TargetInfo *parent, PartKey *pk,
 							   PartSlot *slot, const char *from);
-extern void newpart_finish(NewPart *np, TargetInfo *parent, PartSlot *slot);
+extern void newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot);
 extern void newpart_add_bound(const char *qualname, PartSlot *slot);
 
 #endif							/* IDEM_NEWPART_H */

@@ -58,6 +58,7 @@ target_open(Oid relid)
 		col->typid = att->atttypid;
 		col->typmod = att->atttypmod;
 		col->collation = att->attcollation;
+		col->notnull = att->attnotnull;
 		col->writable = att->attgenerated == '\0' &&
 			att->attidentity != ATTRIBUTE_IDENTITY_ALWAYS;
 	}

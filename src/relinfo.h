@@ -17,6 +17,7 @@ typedef struct TargetColumn
 	int32		typmod;
 	Oid			collation;
 	bool		writable;		/* false for generated and identity ALWAYS */
+	bool		notnull;
 } TargetColumn;
 
 typedef struct TargetInfo

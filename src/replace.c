@@ -218,7 +218,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
 	start_run(&run, a, slot->value,
 			  quote_qualified_identifier(get_namespace_name(get_rel_namespace(a->target->relid)),
 										 slot->name));
-	np = newpart_create(a->target, slot);
+	np = newpart_create(a->target, a->pk, slot);
 	if (from == NULL)
 		stage_fill(&loaded, np->qualname);
 	else
@@ -251,7 +251,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
 		newpart_check_rows(np, a->target, a->pk, slot, np->qualname);
 	if (OidIsValid(slot->partoid))
 		check_referencing_rows(a, slot, np->schema);
-	newpart_finish(np, a->target, slot);
+	newpart_finish(np, a->target, a->pk, slot);
 
 	r->loaded = loaded.nrows;
 	if (OidIsValid(slot->partoid))

@@ -96,49 +96,46 @@ swap_partition(const SwapSpec *s)
 
 	for (int attempt = 0;; attempt++)
 	{
-		int			nestlevel;
+		ErrorData  *volatile failure = NULL;
 
 		BeginInternalSubTransaction(NULL);
 		MemoryContextSwitchTo(oldcxt);
 		PG_TRY();
 		{
-			nestlevel = NewGUCNestLevel();
+			int			nestlevel = NewGUCNestLevel();
+
 			(void) set_config_option("lock_timeout", psprintf("%d", idem_lock_timeout),
 									 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 									 true, 0, false);
 			swap_once(s);
 			AtEOXact_GUC(true, nestlevel);
 			ReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(oldcxt);
-			CurrentResourceOwner = oldowner;
 		}
 		PG_CATCH();
 		{
-			ErrorData  *edata;
-
 			MemoryContextSwitchTo(oldcxt);
-			edata = CopyErrorData();
+			failure = CopyErrorData();
 			FlushErrorState();
 			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(oldcxt);
-			CurrentResourceOwner = oldowner;
-
-			if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
-				ReThrowError(edata);
-			if (attempt >= idem_lock_retries)
-				ereport(ERROR,
-						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-						 errmsg("could not swap partition \"%s\" of \"%s\": its locks were not granted in %d tries",
-								s->final_name, s->parent->relname, attempt + 1),
-						 errdetail("Each try waited idem_etl.lock_timeout (%d ms): %s",
-								   idem_lock_timeout, edata->message),
-						 errhint("Another session holds a lock on the table; retry later, or raise idem_etl.lock_timeout or idem_etl.lock_retries.")));
-			ereport(DEBUG1,
-					(errmsg("partition swap of \"%s\" timed out waiting for a lock, try %d of %d",
-							s->parent->relname, attempt + 1, idem_lock_retries + 1)));
-			continue;
 		}
 		PG_END_TRY();
-		break;
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+
+		if (failure == NULL)
+			return;
+		if (failure->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			ReThrowError(failure);
+		if (attempt >= idem_lock_retries)
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("could not swap partition \"%s\" of \"%s\": its locks were not granted in %d tries",
+							s->final_name, s->parent->relname, attempt + 1),
+					 errdetail("Each try waited idem_etl.lock_timeout (%d ms): %s",
+							   idem_lock_timeout, failure->message),
+					 errhint("Another session holds a lock on the table; retry later, or raise idem_etl.lock_timeout or idem_etl.lock_retries.")));
+		ereport(DEBUG1,
+				(errmsg("partition swap of \"%s\" timed out waiting for a lock, try %d of %d",
+						s->parent->relname, attempt + 1, idem_lock_retries + 1)));
 	}
 }
