@@ -42,7 +42,7 @@ target_open(Oid relid)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a table", target->relname),
 				 errdetail("idem_etl loads into ordinary and partitioned tables only."),
-				 errhint("Name the table that the view or foreign table reads from.")));
+				 errhint("Pass the table itself, not a view, index, sequence or foreign table.")));
 
 	target->columns = palloc0(sizeof(TargetColumn) * desc->natts);
 	for (int i = 0; i < desc->natts; i++)
@@ -155,8 +155,8 @@ target_key(TargetInfo *target, ArrayType *key_columns)
 		if (!OidIsValid(pk))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
-					 errmsg("relation \"%s\" has no primary key", target->relname),
-					 errdetail("Without key_columns the batch is merged on the primary key."),
+					 errmsg("relation \"%s\" has no usable primary key", target->relname),
+					 errdetail("Without key_columns the batch is merged on the primary key, which must exist and not be deferrable."),
 					 errhint("Pass key_columns naming the columns of a unique index, or add a primary key.")));
 		tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(pk));
 		if (!HeapTupleIsValid(tup))

@@ -360,8 +360,8 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	if (prior.run_id != 0 && strcmp(prior.fingerprint, run.fingerprint) == 0)
 	{
 		ereport(NOTICE,
-				(errmsg("skipping upsert into \"%s\": run_key \"%s\" was applied by run %lld with the same batch",
-						target->relname, args.run_key, (long long) prior.run_id),
+				(errmsg("skipping upsert into \"%s\": run %lld already has this batch for run_key \"%s\"",
+						target->relname, (long long) prior.run_id, args.run_key),
 				 errdetail("Nothing was written."),
 				 errhint("Change the batch, or use another run_key, to apply it again.")));
 		run.skipped = true;
