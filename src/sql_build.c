@@ -17,14 +17,41 @@
 
 #include "sql_build.h"
 
+/*
+ * A syntax error's position refers to the argument's text, not to the
+ * caller's statement: report it as an internal query, as SPI does.
+ */
+static void
+parse_error_callback(void *arg)
+{
+	const char *sql = (const char *) arg;
+	int			pos = geterrposition();
+
+	if (pos > 0)
+	{
+		errposition(0);
+		internalerrposition(pos);
+		internalerrquery(sql);
+	}
+}
+
 static List *
 parse_sql(const char *sql)
 {
+	ErrorContextCallback errcallback;
+	List	   *stmts;
+
+	errcallback.callback = parse_error_callback;
+	errcallback.arg = (void *) sql;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
 #if PG_VERSION_NUM >= 140000
-	return raw_parser(sql, RAW_PARSE_DEFAULT);
+	stmts = raw_parser(sql, RAW_PARSE_DEFAULT);
 #else
-	return raw_parser(sql);
+	stmts = raw_parser(sql);
 #endif
+	error_context_stack = errcallback.previous;
+	return stmts;
 }
 
 /*
