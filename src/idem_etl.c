@@ -7,6 +7,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/tuplestore.h"
 
@@ -48,6 +49,13 @@ _PG_init(void)
 #else
 	EmitWarningsOnPlaceholders("idem_etl");
 #endif
+}
+
+/* A text argument as a C string, NULL for SQL NULL. */
+char *
+idem_text_arg(FunctionCallInfo fcinfo, int n)
+{
+	return PG_ARGISNULL(n) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(n));
 }
 
 /*

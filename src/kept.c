@@ -89,6 +89,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	char	   *kept_relname;
 	Interval   *remaining;
 	Oid			restored;
+	TimestampTz started = GetCurrentTimestamp();
 
 	SPI_connect();
 	target = target_open(relid);
@@ -151,7 +152,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	run.target = target->qualname;
 	run.target_oid = relid;
 	run.fingerprint = "";
-	run.started_at = GetCurrentTransactionStartTimestamp();
+	run.started_at = started;
 	run.partition_value = slot->value;
 	run.partition_table = psprintf("%s.%s", spec.schema, quote_identifier(slot->name));
 	run.rows_loaded = sqlb_exec_int8(psprintf("SELECT count(*)::pg_catalog.int8 FROM %s.%s",

@@ -54,12 +54,6 @@ typedef struct ReplaceResult
 	bool		skipped;
 } ReplaceResult;
 
-static char *
-text_arg(FunctionCallInfo fcinfo, int n)
-{
-	return PG_ARGISNULL(n) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(n));
-}
-
 /* keep_replaced, else idem_etl.keep_replaced; NULL when nothing is kept */
 static Interval *
 keep_interval(FunctionCallInfo fcinfo, int n)
@@ -80,16 +74,22 @@ keep_interval(FunctionCallInfo fcinfo, int n)
 	return (keep->time == 0 && keep->day == 0 && keep->month == 0) ? NULL : keep;
 }
 
-/* Start the arguments common to both functions; value may be NULL. */
+/*
+ * The arguments both functions share: target (argument 0), then source,
+ * partition_column, granularity, keep_replaced and run_key from argument
+ * "first" on.
+ */
 static void
-replace_setup(ReplaceArgs *a, FunctionCallInfo fcinfo, Oid relid,
-			  const char *source, const char *partition_column)
+replace_setup(ReplaceArgs *a, FunctionCallInfo fcinfo, int first)
 {
-	a->target = target_open(relid);
+	a->target = target_open(PG_GETARG_OID(0));
+	a->granularity = PG_ARGISNULL(first + 2) ? NULL : PG_GETARG_INTERVAL_P(first + 2);
+	a->keep = keep_interval(fcinfo, first + 3);
+	a->run_key = idem_text_arg(fcinfo, first + 4);
 	if (a->target->relkind == RELKIND_PARTITIONED_TABLE)
 		target_require_owner(a->target);
-	a->pk = partmap_key(a->target, partition_column);
-	a->stage = stage_plan(a->target, source);
+	a->pk = partmap_key(a->target, idem_text_arg(fcinfo, first + 1));
+	a->stage = stage_plan(a->target, idem_text_arg(fcinfo, first));
 	if (!stage_has_column(a->stage, a->pk->column->name))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
@@ -381,11 +381,8 @@ etl_replace_partition(PG_FUNCTION_ARGS)
 				 errmsg("target, partition_value and source must not be NULL")));
 	store = idem_srf_store(fcinfo, &desc);
 	SPI_connect();
-	replace_setup(&a, fcinfo, PG_GETARG_OID(0), text_arg(fcinfo, 2), text_arg(fcinfo, 3));
-	a.granularity = PG_ARGISNULL(4) ? NULL : PG_GETARG_INTERVAL_P(4);
-	a.keep = keep_interval(fcinfo, 5);
-	a.run_key = text_arg(fcinfo, 6);
-	value = partmap_normalize(a.pk, text_arg(fcinfo, 1));
+	replace_setup(&a, fcinfo, 2);
+	value = partmap_normalize(a.pk, idem_text_arg(fcinfo, 1));
 
 	if (a.pk->strategy == 0)
 		replace_in_table(&a, value, NULL, &r);
@@ -421,10 +418,7 @@ etl_replace_partitions(PG_FUNCTION_ARGS)
 				 errmsg("target and source must not be NULL")));
 	store = idem_srf_store(fcinfo, &desc);
 	SPI_connect();
-	replace_setup(&a, fcinfo, PG_GETARG_OID(0), text_arg(fcinfo, 1), text_arg(fcinfo, 2));
-	a.granularity = PG_ARGISNULL(3) ? NULL : PG_GETARG_INTERVAL_P(3);
-	a.keep = keep_interval(fcinfo, 4);
-	a.run_key = text_arg(fcinfo, 5);
+	replace_setup(&a, fcinfo, 1);
 	col = quote_identifier(a.pk->column->name);
 
 	stage_load(a.stage, a.target);

@@ -47,12 +47,6 @@ typedef struct UpsertCounts
 	int64		deleted;
 } UpsertCounts;
 
-static char *
-text_arg(FunctionCallInfo fcinfo, int n)
-{
-	return PG_ARGISNULL(n) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(n));
-}
-
 /* The written columns that are not key columns: the ones an update sets. */
 static char **
 non_key_columns(Stage *stage, TargetKey *key, int *n)
@@ -312,12 +306,12 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("target and source must not be NULL")));
 	args.target = PG_GETARG_OID(0);
-	args.source = text_arg(fcinfo, 1);
+	args.source = idem_text_arg(fcinfo, 1);
 	args.key_columns = PG_ARGISNULL(2) ? NULL : PG_GETARG_ARRAYTYPE_P(2);
-	args.order_by = text_arg(fcinfo, 3);
-	args.newer_column = text_arg(fcinfo, 4);
-	args.delete_missing = text_arg(fcinfo, 5);
-	args.run_key = text_arg(fcinfo, 6);
+	args.order_by = idem_text_arg(fcinfo, 3);
+	args.newer_column = idem_text_arg(fcinfo, 4);
+	args.delete_missing = idem_text_arg(fcinfo, 5);
+	args.run_key = idem_text_arg(fcinfo, 6);
 
 	memset(&run, 0, sizeof(run));
 	run.started_at = GetCurrentTimestamp();
