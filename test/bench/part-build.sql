@@ -1,15 +1,21 @@
 -- idem_etl benchmark, partition workload: build events for one
--- configuration (psql variable cfg, a row of part_config), with the day's
--- original rows (events_day_orig, to restore the day between measurements)
--- and the source that replaces them (events_src).  Deterministic:
+-- configuration (psql variable cfg, a row of part_config) in a schema of its
+-- own, part_<cfg>, with the day's original rows (events_day_orig, to restore
+-- the day between measurements) and the source that replaces them
+-- (events_src).  Every configuration has its schema, so that all of them
+-- exist at once and the measurements go round-robin over configurations
+-- too (the 300-partition target compares two of them).  Deterministic:
 -- generate_series, md5 and arithmetic only.
 \set ON_ERROR_STOP 1
 SET client_min_messages = warning;
 
-DROP TABLE IF EXISTS events, events_src, events_day_orig, part_others;
-
-SELECT n_parts, rows_day, rows_other, part_day() AS day, part_name(part_day()) AS part
+SELECT n_parts, rows_day, rows_other, part_day() AS day, part_name(part_day()) AS part,
+       'part_' || cfg AS schema
   FROM part_config WHERE cfg = :'cfg' \gset
+
+DROP SCHEMA IF EXISTS :"schema" CASCADE;
+CREATE SCHEMA :"schema";
+SET search_path = :"schema", public;
 
 -- events(event_date, id, payload), range-partitioned by day; primary key
 -- (event_date, id) and a secondary index on id, both declared on the parent

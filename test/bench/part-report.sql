@@ -127,7 +127,7 @@ SELECT format('%s  (e) reports rows_loaded = rows_replaced = the day''s rows, sk
                              AND r.result::json->>'partition_table' = part_name(part_day()))
                    THEN 'PASS' ELSE 'FAIL' END,
               part_name(part_day()),
-              string_agg(DISTINCT c.cfg || ': ' || r.result, '; '))
+              string_agg(DISTINCT c.cfg || ': ' || (r.result::jsonb - 'run_id')::text, '; '))
   FROM part_results AS r JOIN part_config AS c USING (cfg)
  WHERE r.sid = 'e';
 

@@ -5,6 +5,9 @@
 \set ON_ERROR_STOP 1
 SET client_min_messages = warning;
 
+SELECT 'part_' || :'cfg' AS schema \gset
+SET search_path = :"schema", public;     -- events and its tables for this configuration (part-build.sql)
+
 SELECT part_day() AS day, part_day() + 1 AS next, part_name(part_day()) AS part,
        part_name(part_day()) || '_pkey' AS part_pkey, part_name(part_day()) || '_id_idx' AS part_id_idx,
        rows_day, rows_other, n_parts
@@ -102,6 +105,7 @@ SELECT :'cfg', :'sid',
           JOIN pg_class AS c ON c.oid = o.relid AND c.relfilenode = o.relfilenode),
        (SELECT string_agg(c.relname, ', ' ORDER BY c.relname)
           FROM pg_class AS c
-         WHERE c.relname LIKE 'events%' AND c.relkind = 'r' AND NOT c.relispartition
+         WHERE c.relnamespace = :'schema'::regnamespace
+           AND c.relname LIKE 'events%' AND c.relkind = 'r' AND NOT c.relispartition
            AND c.relname NOT IN ('events_src', 'events_day_orig'));
 \endif

@@ -1,8 +1,9 @@
 -- idem_etl benchmark, partition workload (issue 3, "Performance"): the
 -- configurations, strategies, result tables and measuring helpers.  Run once
 -- per benchmark by bench-in-cluster (psql variables: rows_day, rows_small,
--- with_etl); the table events itself is built per configuration by
--- part-build.sql.
+-- with_etl); the table events itself is built per configuration, in a
+-- schema of its own, by part-build.sql.  The helpers below name events and
+-- its companion tables unqualified: part-run-one.sql sets search_path.
 \set ON_ERROR_STOP 1
 SET client_min_messages = warning;
 SET check_function_bodies = off;   -- the helpers refer to events, created per configuration
