@@ -16,7 +16,12 @@ OBJS = \
 	src/swap.o \
 	src/kept.o \
 	src/replace.o \
-	src/upsert.o
+	src/upsert.o \
+	src/jobs.o \
+	src/worker_shmem.o \
+	src/worker_launcher.o \
+	src/worker_scheduler.o \
+	src/worker_job.o
 
 DATA = $(wildcard idem_etl--*.sql)
 

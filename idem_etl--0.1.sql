@@ -87,6 +87,36 @@ COMMENT ON TABLE idem_etl.replaced_partitions IS 'idem_etl: replaced partitions 
 REVOKE ALL ON idem_etl.replaced_partitions FROM PUBLIC;
 GRANT SELECT ON idem_etl.replaced_partitions TO PUBLIC;
 
+-- The job queue of the background worker.  Written by the extension only;
+-- each role sees its own jobs (members of the submitting role and
+-- superusers see them all).
+CREATE TABLE idem_etl.jobs (
+    job_id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_name         text,
+    command          text        NOT NULL,
+    status           text        NOT NULL DEFAULT 'queued'
+                     CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+    attempts         integer     NOT NULL DEFAULT 0,
+    max_attempts     integer     NOT NULL CHECK (max_attempts >= 1),
+    last_error       text,
+    submitted_by     name        NOT NULL,
+    submitted_by_oid oid         NOT NULL,
+    submitted_at     timestamptz NOT NULL DEFAULT now(),
+    run_after        timestamptz NOT NULL,
+    started_at       timestamptz,
+    finished_at      timestamptz,
+    worker_pid       integer
+);
+CREATE UNIQUE INDEX jobs_pending_name ON idem_etl.jobs (job_name)
+    WHERE status IN ('queued', 'running');
+CREATE INDEX jobs_due ON idem_etl.jobs (run_after, job_id) WHERE status = 'queued';
+COMMENT ON TABLE idem_etl.jobs IS 'idem_etl job queue (written by the extension only)';
+ALTER TABLE idem_etl.jobs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY jobs_of_member ON idem_etl.jobs FOR SELECT
+    USING (pg_catalog.pg_has_role(submitted_by_oid, 'MEMBER'));
+REVOKE ALL ON idem_etl.jobs FROM PUBLIC;
+GRANT SELECT ON idem_etl.jobs TO PUBLIC;
+
 -- Internal: the change test of the merge (see src/compare.c).
 CREATE FUNCTION idem_etl.same_image(VARIADIC "any") RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_etl_same_image'
@@ -153,3 +183,44 @@ LANGUAGE C VOLATILE SECURITY INVOKER;
 
 COMMENT ON FUNCTION etl_cleanup()
     IS 'drop replaced partitions whose keep_replaced time has passed';
+
+CREATE FUNCTION etl_submit(
+    command      text,
+    job_name     text        DEFAULT NULL,
+    max_attempts integer     DEFAULT 5,
+    run_after    timestamptz DEFAULT now())
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'etl_submit'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_submit(text, text, integer, timestamptz)
+    IS 'queue a statement for the background worker, to run as the current role with retries';
+
+CREATE FUNCTION etl_wait(job_id bigint, timeout interval DEFAULT '1 hour')
+RETURNS text
+AS 'MODULE_PATHNAME', 'etl_wait'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_wait(bigint, interval)
+    IS 'wait until a job has ended (or the timeout) and return its status';
+
+CREATE FUNCTION etl_cancel(job_id bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'etl_cancel'
+LANGUAGE C VOLATILE STRICT SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_cancel(bigint)
+    IS 'cancel a queued or running job';
+
+CREATE FUNCTION etl_backfill(
+    command    text,
+    from_value date,
+    to_value   date,
+    step       interval DEFAULT '1 day',
+    job_name   text     DEFAULT NULL)
+RETURNS SETOF bigint
+AS 'MODULE_PATHNAME', 'etl_backfill'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_backfill(text, date, date, interval, text)
+    IS 'queue one job per date, {run_date} replaced by the date, oldest first';

@@ -7,11 +7,15 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "postmaster/postmaster.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/tuplestore.h"
 
 #include "idem_etl.h"
+#include "worker.h"
 
 PG_MODULE_MAGIC;
 
@@ -19,6 +23,34 @@ PG_MODULE_MAGIC;
 int			idem_keep_replaced = 0;		/* seconds */
 int			idem_lock_timeout = 5000;	/* milliseconds */
 int			idem_lock_retries = 5;
+int			idem_max_workers = 2;
+int			idem_naptime = 1000;
+int			idem_max_backoff = 300;
+int			idem_job_retention = 7 * 24 * 3600;
+bool		idem_preloaded = false;
+
+#if PG_VERSION_NUM >= 150000
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+#endif
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static void
+idem_shmem_request(void)
+{
+#if PG_VERSION_NUM >= 150000
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+#endif
+	RequestAddinShmemSpace(worker_shmem_size());
+}
+
+static void
+idem_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	worker_shmem_init();
+}
 
 void		_PG_init(void);
 
@@ -44,11 +76,46 @@ _PG_init(void)
 							&idem_lock_retries, 5, 0, 1000,
 							PGC_USERSET, 0, NULL, NULL, NULL);
 
+	DefineCustomIntVariable("idem_etl.max_workers",
+							"Most job workers running at once, across the cluster.",
+							NULL,
+							&idem_max_workers, 2, 0, MAX_BACKENDS,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("idem_etl.naptime",
+							"How often the launcher and the schedulers look for work.",
+							NULL,
+							&idem_naptime, 1000, 10, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("idem_etl.max_backoff",
+							"Longest wait before a job's next attempt after a transient error.",
+							NULL,
+							&idem_max_backoff, 300, 1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("idem_etl.job_retention",
+							"How long finished jobs stay in idem_etl.jobs.",
+							NULL,
+							&idem_job_retention, 7 * 24 * 3600, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("idem_etl");
 #else
 	EmitWarningsOnPlaceholders("idem_etl");
 #endif
+
+	/* The workers need the library loaded at server start. */
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	idem_preloaded = true;
+#if PG_VERSION_NUM >= 150000
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = idem_shmem_request;
+#else
+	idem_shmem_request();
+#endif
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = idem_shmem_startup;
+	worker_register_launcher();
 }
 
 /* A text argument as a C string, NULL for SQL NULL. */
@@ -68,6 +135,7 @@ idem_srf_store(FunctionCallInfo fcinfo, TupleDesc *desc)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TupleDesc	tupdesc;
+	Oid			rettype;
 	MemoryContext oldcxt;
 	Tuplestorestate *store;
 
@@ -78,9 +146,19 @@ idem_srf_store(FunctionCallInfo fcinfo, TupleDesc *desc)
 				 errmsg("set-valued function called in context that cannot accept a set")));
 
 	oldcxt = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	tupdesc = BlessTupleDesc(CreateTupleDescCopy(tupdesc));
+	switch (get_call_result_type(fcinfo, &rettype, &tupdesc))
+	{
+		case TYPEFUNC_COMPOSITE:
+			tupdesc = CreateTupleDescCopy(tupdesc);
+			break;
+		case TYPEFUNC_SCALAR:
+			tupdesc = CreateTemplateTupleDesc(1);
+			TupleDescInitEntry(tupdesc, (AttrNumber) 1, "result", rettype, -1, 0);
+			break;
+		default:
+			elog(ERROR, "return type must be a row type or a scalar");
+	}
+	tupdesc = BlessTupleDesc(tupdesc);
 	store = tuplestore_begin_heap(false, false, work_mem);
 	rsinfo->returnMode = SFRM_Materialize;
 	rsinfo->setResult = store;

@@ -176,14 +176,13 @@ etl_restore_partition(PG_FUNCTION_ARGS)
  * the caller must own the kept table (the launcher runs this as superuser).
  * Rows whose table is already gone are forgotten.
  */
-Datum
-etl_cleanup(PG_FUNCTION_ARGS)
+int
+kept_cleanup(void)
 {
 	uint64		n;
 	SPITupleTable *tuptable;
 	int32		dropped = 0;
 
-	SPI_connect();
 	SPI_execute("SELECT kept_id, kept_table, pg_catalog.to_regclass(kept_table)::pg_catalog.oid"
 				" FROM idem_etl.replaced_partitions WHERE keep_until <= pg_catalog.now()"
 				" ORDER BY kept_id", false, 0);
@@ -210,6 +209,16 @@ etl_cleanup(PG_FUNCTION_ARGS)
 		ledger_exec_as_owner("DELETE FROM idem_etl.replaced_partitions WHERE kept_id = $1",
 							 1, (Oid[]) {INT8OID}, &kept_id, NULL, SPI_OK_DELETE);
 	}
+	return dropped;
+}
+
+Datum
+etl_cleanup(PG_FUNCTION_ARGS)
+{
+	int32		dropped;
+
+	SPI_connect();
+	dropped = kept_cleanup();
 	SPI_finish();
 	PG_RETURN_INT32(dropped);
 }

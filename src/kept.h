@@ -11,6 +11,7 @@
 #include "relinfo.h"
 
 extern char *kept_table_name(Oid partoid);
+extern int	kept_cleanup(void);
 extern void kept_record(TargetInfo *target, PartSlot *slot, const char *schema,
 						const char *kept_name, int64 run_id, Interval *keep);
 

@@ -1,0 +1,22 @@
+/*
+ * jobs.h
+ *		The job queue, idem_etl.jobs: every read and write of it.
+ */
+#ifndef IDEM_JOBS_H
+#define IDEM_JOBS_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+
+extern int	jobs_requeue_dead(List *live_pids);
+extern bool jobs_claim_next(int64 *job_id, Oid *roleoid);
+extern void jobs_set_pid(int64 job_id, pid_t pid);
+extern void jobs_unclaim(int64 job_id);
+extern void jobs_fail(int64 job_id, const char *message);
+extern int	jobs_purge_finished(void);
+extern char *jobs_command(int64 job_id);
+extern void jobs_succeeded(int64 job_id);
+extern void jobs_attempt_failed(int64 job_id, int sqlerrcode, const char *message);
+
+#endif							/* IDEM_JOBS_H */

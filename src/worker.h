@@ -1,0 +1,41 @@
+/*
+ * worker.h
+ *		The background workers: a launcher for the cluster, a scheduler per
+ *		database where the extension is installed, and a worker per job.
+ */
+#ifndef IDEM_WORKER_H
+#define IDEM_WORKER_H
+
+#include "postgres.h"
+
+/* Settings */
+extern int	idem_max_workers;
+extern int	idem_naptime;		/* ms */
+extern int	idem_max_backoff;	/* s */
+extern int	idem_job_retention; /* s */
+
+/* True in every process of a server that preloaded the library. */
+extern bool idem_preloaded;
+
+/* Shared memory: the cluster-wide slots of running job workers. */
+extern void worker_shmem_init(void);
+extern Size worker_shmem_size(void);
+extern int	worker_slot_reserve(void);
+extern void worker_slot_release(int slot);
+
+extern void worker_register_launcher(void);
+
+/* Entry points, named in BackgroundWorker.bgw_function_name */
+extern PGDLLEXPORT void idem_launcher_main(Datum arg);
+extern PGDLLEXPORT void idem_scheduler_main(Datum arg);
+extern PGDLLEXPORT void idem_job_main(Datum arg);
+
+/* What a job worker needs, passed in bgw_extra. */
+typedef struct JobStart
+{
+	Oid			dboid;
+	Oid			roleoid;
+	int64		job_id;
+} JobStart;
+
+#endif							/* IDEM_WORKER_H */

@@ -1,0 +1,96 @@
+/*
+ * worker_job.c
+ *		A job worker: connects to the job's database as the role that
+ *		submitted it, runs the job's statement in a transaction of its own,
+ *		and records the outcome.  One attempt per worker; retries are new
+ *		workers started by the scheduler after the backoff.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "tcop/tcopprot.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#include "jobs.h"
+#include "worker.h"
+
+static void
+begin_tx(void)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+}
+
+static void
+end_tx(void)
+{
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+void
+idem_job_main(Datum arg)
+{
+	JobStart	job;
+	char	   *command;
+	MemoryContext workcxt;
+	ErrorData  *volatile failure = NULL;
+
+	memcpy(&job, MyBgworkerEntry->bgw_extra, sizeof(JobStart));
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(job.dboid, job.roleoid, 0);
+	workcxt = AllocSetContextCreate(TopMemoryContext, "idem_etl job", ALLOCSET_DEFAULT_SIZES);
+
+	/*
+	 * The job's statement and the 'succeeded' mark commit together, so a
+	 * crash leaves the job running, and the scheduler then retries it.
+	 */
+	begin_tx();
+	command = jobs_command(job.job_id);
+	if (command == NULL)
+	{
+		/* cancelled, or taken over, since it was claimed */
+		end_tx();
+		proc_exit(0);
+	}
+	command = MemoryContextStrdup(workcxt, command);
+	pgstat_report_activity(STATE_RUNNING, command);
+	debug_query_string = command;
+
+	PG_TRY();
+	{
+		if (SPI_execute(command, false, 0) < 0)
+			elog(ERROR, "SPI_execute failed");
+		jobs_succeeded(job.job_id);
+		end_tx();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(workcxt);
+		failure = CopyErrorData();
+		EmitErrorReport();
+		FlushErrorState();
+		AbortCurrentTransaction();
+	}
+	PG_END_TRY();
+
+	if (failure)
+	{
+		begin_tx();
+		jobs_attempt_failed(job.job_id, failure->sqlerrcode, failure->message);
+		end_tx();
+	}
+	debug_query_string = NULL;
+	pgstat_report_activity(STATE_IDLE, NULL);
+	proc_exit(0);
+}

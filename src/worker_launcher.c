@@ -1,0 +1,190 @@
+/*
+ * worker_launcher.c
+ *		The launcher: one background worker for the cluster, started with the
+ *		server when idem_etl is preloaded.  It connects to no database; every
+ *		naptime it lists the databases and keeps a scheduler running in each
+ *		that has the extension.
+ *
+ * Whether a database has the extension can only be seen from inside it, so
+ * the launcher starts a scheduler there, which exits at once when the
+ * extension is missing; such a database is looked at again every
+ * PROBE_EVERY naptimes, so that one that installs the extension later is
+ * picked up without a restart.
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "worker.h"
+
+#define PROBE_EVERY 10
+
+typedef struct SchedulerEntry
+{
+	Oid			dboid;
+	BackgroundWorkerHandle *handle;
+	TimestampTz started_at;
+	bool		seen;			/* still in pg_database */
+} SchedulerEntry;
+
+static List *schedulers = NIL;
+
+void
+worker_register_launcher(void)
+{
+	BackgroundWorker bgw;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = 5;
+	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "idem_etl");
+	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "idem_launcher_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "idem_etl launcher");
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "idem_etl launcher");
+	RegisterBackgroundWorker(&bgw);
+}
+
+static List *
+list_databases(void)
+{
+	List	   *oids = NIL;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+
+	StartTransactionCommand();
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+
+		if (db->datallowconn && !db->datistemplate)
+			oids = lappend_oid(oids, db->oid);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+	return oids;
+}
+
+static void
+start_scheduler(SchedulerEntry *entry)
+{
+	BackgroundWorker bgw;
+	MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "idem_etl");
+	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "idem_scheduler_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "idem_etl scheduler for database %u", entry->dboid);
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "idem_etl scheduler");
+	bgw.bgw_main_arg = ObjectIdGetDatum(entry->dboid);
+	bgw.bgw_notify_pid = MyProcPid;
+	if (!RegisterDynamicBackgroundWorker(&bgw, &entry->handle))
+	{
+		entry->handle = NULL;
+		ereport(LOG,
+				(errmsg("idem_etl launcher could not start a scheduler for database %u", entry->dboid),
+				 errhint("Raise max_worker_processes.")));
+	}
+	entry->started_at = GetCurrentTimestamp();
+	MemoryContextSwitchTo(oldcxt);
+}
+
+static bool
+scheduler_running(SchedulerEntry *entry)
+{
+	pid_t		pid;
+
+	return entry->handle != NULL &&
+		GetBackgroundWorkerPid(entry->handle, &pid) != BGWH_STOPPED;
+}
+
+/* Start a scheduler in each database that has none running and is due. */
+static void
+visit_databases(void)
+{
+	List	   *oids = list_databases();
+	ListCell   *lc;
+	ListCell   *lc2;
+	TimestampTz now = GetCurrentTimestamp();
+
+	foreach(lc, schedulers)
+		((SchedulerEntry *) lfirst(lc))->seen = false;
+	foreach(lc, oids)
+	{
+		Oid			dboid = lfirst_oid(lc);
+		SchedulerEntry *entry = NULL;
+
+		foreach(lc2, schedulers)
+			if (((SchedulerEntry *) lfirst(lc2))->dboid == dboid)
+				entry = lfirst(lc2);
+		if (entry == NULL)
+		{
+			MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+
+			entry = palloc0(sizeof(SchedulerEntry));
+			entry->dboid = dboid;
+			schedulers = lappend(schedulers, entry);
+			MemoryContextSwitchTo(oldcxt);
+			start_scheduler(entry);
+		}
+		else if (!scheduler_running(entry) &&
+				 TimestampDifferenceExceeds(entry->started_at, now, idem_naptime * PROBE_EVERY))
+			start_scheduler(entry);
+		entry->seen = true;
+	}
+	foreach(lc, schedulers)
+	{
+		SchedulerEntry *entry = lfirst(lc);
+
+		if (!entry->seen)
+			schedulers = foreach_delete_current(schedulers, lc);
+	}
+	list_free(oids);
+}
+
+void
+idem_launcher_main(Datum arg)
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("idem_etl launcher");
+
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		visit_databases();
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 idem_naptime, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}

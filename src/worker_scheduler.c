@@ -1,0 +1,266 @@
+/*
+ * worker_scheduler.c
+ *		The scheduler of one database: every naptime it requeues the jobs of
+ *		dead workers, runs the janitor, and starts a job worker for each due
+ *		job while idem_etl.max_workers allows.  It exits when the database
+ *		does not have the extension (any more).
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_authid.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "jobs.h"
+#include "kept.h"
+#include "sql_build.h"
+#include "worker.h"
+
+static void
+begin_tx(const char *activity)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, activity);
+}
+
+static void
+end_tx(void)
+{
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+static bool
+extension_present(void)
+{
+	return sqlb_exec_int8("SELECT count(*)::pg_catalog.int8 FROM pg_catalog.pg_extension"
+						  " WHERE extname = 'idem_etl'") > 0;
+}
+
+/* The job workers this scheduler started, each holding a slot. */
+typedef struct RunningJob
+{
+	int			slot;
+	BackgroundWorkerHandle *handle;
+} RunningJob;
+
+static List *running = NIL;
+
+static void
+release_slots(int code, Datum arg)
+{
+	ListCell   *lc;
+
+	foreach(lc, running)
+		worker_slot_release(((RunningJob *) lfirst(lc))->slot);
+	running = NIL;
+}
+
+/* Free the slots of job workers that have stopped. */
+static void
+reap(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, running)
+	{
+		RunningJob *rj = lfirst(lc);
+		pid_t		pid;
+
+		if (GetBackgroundWorkerPid(rj->handle, &pid) == BGWH_STOPPED)
+		{
+			worker_slot_release(rj->slot);
+			running = foreach_delete_current(running, lc);
+		}
+	}
+}
+
+/* Pids of the job workers this scheduler started that are running. */
+static List *
+live_pids(void)
+{
+	List	   *pids = NIL;
+	ListCell   *lc;
+
+	foreach(lc, running)
+	{
+		pid_t		pid;
+
+		if (GetBackgroundWorkerPid(((RunningJob *) lfirst(lc))->handle, &pid) == BGWH_STARTED)
+			pids = lappend_int(pids, (int) pid);
+	}
+	return pids;
+}
+
+/*
+ * Requeue jobs of dead workers, drop expired replaced partitions, delete old
+ * finished jobs.  False when the extension is gone.
+ */
+static bool
+housekeeping(void)
+{
+	bool		present;
+
+	begin_tx("idem_etl: housekeeping");
+	present = extension_present();
+	if (present)
+	{
+		int			requeued = jobs_requeue_dead(live_pids());
+
+		if (requeued > 0)
+			ereport(LOG,
+					(errmsg("idem_etl requeued %d job(s) whose worker ended before finishing",
+							requeued)));
+		(void) kept_cleanup();
+		(void) jobs_purge_finished();
+	}
+	end_tx();
+	return present;
+}
+
+/*
+ * Start the job's worker; its slot is then released by reap().  Returns
+ * BGWH_POSTMASTER_DIED when no worker could be registered at all.
+ */
+static BgwHandleStatus
+start_job_worker(JobStart *job, int slot, pid_t *pid)
+{
+	BackgroundWorker bgw;
+	RunningJob *rj;
+	MemoryContext oldcxt;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "idem_etl");
+	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "idem_job_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "idem_etl job " INT64_FORMAT, job->job_id);
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "idem_etl job");
+	memcpy(bgw.bgw_extra, job, sizeof(JobStart));
+	bgw.bgw_notify_pid = MyProcPid;
+
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	rj = palloc(sizeof(RunningJob));
+	rj->slot = slot;
+	if (!RegisterDynamicBackgroundWorker(&bgw, &rj->handle))
+	{
+		MemoryContextSwitchTo(oldcxt);
+		pfree(rj);
+		return BGWH_POSTMASTER_DIED;
+	}
+	running = lappend(running, rj);
+	MemoryContextSwitchTo(oldcxt);
+	return WaitForBackgroundWorkerStartup(rj->handle, pid);
+}
+
+/* Start workers for due jobs while slots are free. */
+static void
+dispatch(void)
+{
+	reap();
+	for (;;)
+	{
+		JobStart	job;
+		int			slot;
+		pid_t		pid;
+		bool		claimed;
+
+		CHECK_FOR_INTERRUPTS();
+		slot = worker_slot_reserve();
+		if (slot < 0)
+			return;
+		job.dboid = MyDatabaseId;
+
+		begin_tx("idem_etl: claiming a job");
+		claimed = jobs_claim_next(&job.job_id, &job.roleoid);
+		if (claimed && !SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(job.roleoid)))
+		{
+			jobs_fail(job.job_id, psprintf("42704: role with OID %u, which submitted the job, does not exist any more",
+										   job.roleoid));
+			end_tx();
+			worker_slot_release(slot);
+			continue;
+		}
+		end_tx();
+		if (!claimed)
+		{
+			worker_slot_release(slot);
+			return;
+		}
+
+		switch (start_job_worker(&job, slot, &pid))
+		{
+			case BGWH_STARTED:
+				break;
+			case BGWH_POSTMASTER_DIED:
+				/* no background worker slot: the job waits, unharmed */
+				ereport(LOG,
+						(errmsg("idem_etl could not start a job worker"),
+						 errhint("Raise max_worker_processes.")));
+				worker_slot_release(slot);
+				begin_tx("idem_etl: job worker did not start");
+				jobs_unclaim(job.job_id);
+				end_tx();
+				return;
+			default:
+
+				/*
+				 * Already gone: a job that ran marked itself; one still
+				 * marked running is requeued by the next housekeeping.
+				 */
+				reap();
+				return;
+		}
+		begin_tx("idem_etl: job worker started");
+		jobs_set_pid(job.job_id, pid);
+		end_tx();
+	}
+}
+
+void
+idem_scheduler_main(Datum arg)
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(arg), InvalidOid, 0);
+	pgstat_report_appname("idem_etl scheduler");
+	on_shmem_exit(release_slots, (Datum) 0);
+
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (!housekeeping())
+			proc_exit(0);
+		dispatch();
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 idem_naptime, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
