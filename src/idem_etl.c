@@ -118,6 +118,24 @@ _PG_init(void)
 	worker_register_launcher();
 }
 
+/*
+ * Print dates, timestamps and intervals in one style, whatever the session's,
+ * until AtEOXact_GUC(true, <the level returned>): run values are keys of the
+ * ledger and of partition bounds, and must not depend on DateStyle.  Only the
+ * output style changes, not how input is read.
+ */
+int
+idem_canonical_output(void)
+{
+	int			nestlevel = NewGUCNestLevel();
+
+	(void) set_config_option("datestyle", "ISO", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("intervalstyle", "postgres", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return nestlevel;
+}
+
 /* A text argument as a C string, NULL for SQL NULL. */
 char *
 idem_text_arg(FunctionCallInfo fcinfo, int n)

@@ -15,6 +15,7 @@ extern int	idem_keep_replaced;
 extern int	idem_lock_timeout;
 extern int	idem_lock_retries;
 
+extern int	idem_canonical_output(void);
 extern char *idem_text_arg(FunctionCallInfo fcinfo, int n);
 extern Tuplestorestate *idem_srf_store(FunctionCallInfo fcinfo, TupleDesc *desc);
 extern Datum idem_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);

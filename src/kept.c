@@ -18,6 +18,7 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
@@ -90,6 +91,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	Interval   *remaining;
 	Oid			restored;
 	TimestampTz started = GetCurrentTimestamp();
+	int			nestlevel = idem_canonical_output();
 
 	SPI_connect();
 	target = target_open(relid);
@@ -100,8 +102,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 				 errmsg("\"%s\" is not partitioned", target->relname),
 				 errdetail("Only partitions swapped by etl_replace_partition can be restored.")));
 	pk = partmap_key(target, NULL);
-	slot = partmap_slot(target, pk, value, NULL);
-	ledger_lock_key(relid, "replace_partition", slot->value);
+	slot = partmap_slot_locked(target, pk, value, NULL);
 
 	args[0] = ObjectIdGetDatum(relid);
 	args[1] = CStringGetTextDatum(slot->value);
@@ -168,6 +169,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 		(void) ledger_record(&run);
 
 	SPI_finish();
+	AtEOXact_GUC(true, nestlevel);
 	PG_RETURN_OID(restored);
 }
 

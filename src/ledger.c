@@ -18,6 +18,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
+#include "utils/inval.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
@@ -48,6 +49,9 @@ ledger_lock_key(Oid target, const char *operation, const char *key)
 		hash_bytes((const unsigned char *) operation, strlen(operation));
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, target, h, IDEM_ETL_LOCK_SPACE);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+
+	/* what the holder before us changed (a new partition) must be seen */
+	AcceptInvalidationMessages();
 }
 
 static LedgerPrior

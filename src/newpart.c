@@ -189,8 +189,9 @@ newpart_add_bound(const char *qualname, PartSlot *slot)
 }
 
 /*
- * What the old partition had that LIKE does not copy: owner, grants, storage
- * parameters of the table and its TOAST table, and the table's comment.
+ * What the old partition had that LIKE does not copy: owner, table and
+ * column grants, storage parameters of the table and its TOAST table, and
+ * the table's comment.
  */
 static void
 carry_properties(NewPart *np, Oid old)
@@ -213,6 +214,12 @@ carry_properties(NewPart *np, Oid old)
 						"  CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)"
 						" FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a"
 						" WHERE c.oid = $1 AND a.grantee <> c.relowner"
+						" UNION ALL SELECT pg_catalog.format('GRANT %s (%I) ON %s TO %s%s', x.privilege_type,"
+						"  t.attname, $2, CASE WHEN x.grantee = 0 THEN 'PUBLIC'"
+						"  ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(x.grantee)) END,"
+						"  CASE WHEN x.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)"
+						" FROM pg_catalog.pg_attribute t, pg_catalog.aclexplode(t.attacl) x"
+						" WHERE t.attrelid = $1 AND t.attacl IS NOT NULL AND NOT t.attisdropped"
 						" UNION ALL SELECT pg_catalog.format('ALTER TABLE %s SET (%s)', $2,"
 						"  pg_catalog.string_agg(pg_catalog.format('%s%I = %L', o.prefix,"
 						"  pg_catalog.split_part(o.opt, '=', 1),"

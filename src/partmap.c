@@ -21,6 +21,7 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
+#include "ledger.h"
 #include "partmap.h"
 #include "sql_build.h"
 
@@ -63,6 +64,11 @@ partmap_key(TargetInfo *target, const char *partition_column)
 				 errmsg("the partition key of \"%s\" is not one plain column", target->relname),
 				 errdetail("etl_replace_partition handles tables partitioned on a single column, not on several columns or an expression.")));
 	keycol = get_attname(target->relid, key->partattrs[0], false);
+	if (partition_column && target_column(target, partition_column) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						partition_column, target->relname)));
 	if (partition_column && strcmp(partition_column, keycol) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -383,4 +389,28 @@ partmap_slot(TargetInfo *target, PartKey *pk, const char *value,
 								   col, partmap_literal(pk, lower), col, partmap_literal(pk, upper));
 	}
 	return slot;
+}
+
+/*
+ * The slot for value, with the lock that serializes every replacement of
+ * that partition held.  The lock is keyed by the partition's bound, which is
+ * only known after looking: if another call created or replaced the
+ * partition meanwhile, look again with its lock held until nothing changes.
+ */
+PartSlot *
+partmap_slot_locked(TargetInfo *target, PartKey *pk, const char *value,
+					Interval *granularity)
+{
+	PartSlot   *slot = partmap_slot(target, pk, value, granularity);
+
+	for (;;)
+	{
+		PartSlot   *again;
+
+		ledger_lock_key(target->relid, "replace_partition", slot->bound_sql);
+		again = partmap_slot(target, pk, value, granularity);
+		if (strcmp(again->bound_sql, slot->bound_sql) == 0)
+			return again;
+		slot = again;
+	}
 }

@@ -32,4 +32,7 @@ extern Oid	partmap_find(TargetInfo *target, PartKey *pk, const char *value);
 extern PartSlot *partmap_slot(TargetInfo *target, PartKey *pk, const char *value,
 							  Interval *granularity);
 
+extern PartSlot *partmap_slot_locked(TargetInfo *target, PartKey *pk,
+									  const char *value, Interval *granularity);
+
 #endif							/* IDEM_PARTMAP_H */

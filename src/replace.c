@@ -17,6 +17,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
@@ -201,8 +202,9 @@ check_referencing_rows(ReplaceArgs *a, PartSlot *slot, const char *schema)
 }
 
 /*
- * Replace one partition.  Its new rows come from the source (from == NULL)
- * or from the rows of a staged batch that fall in it.
+ * Replace one partition, whose lock the caller holds (partmap_slot_locked).
+ * Its new rows come from the source (from == NULL) or from the rows of a
+ * staged batch that fall in it.
  */
 static void
 replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
@@ -214,7 +216,6 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
 	bool		keep = a->keep != NULL && OidIsValid(slot->partoid);
 
 	memset(r, 0, sizeof(ReplaceResult));
-	ledger_lock_key(a->target->relid, OPERATION, slot->value);
 	start_run(&run, a, slot->value,
 			  quote_qualified_identifier(get_namespace_name(get_rel_namespace(a->target->relid)),
 										 slot->name));
@@ -374,12 +375,14 @@ etl_replace_partition(PG_FUNCTION_ARGS)
 	char	   *value;
 	TupleDesc	desc;
 	Tuplestorestate *store;
+	int			nestlevel;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("target, partition_value and source must not be NULL")));
 	store = idem_srf_store(fcinfo, &desc);
+	nestlevel = idem_canonical_output();
 	SPI_connect();
 	replace_setup(&a, fcinfo, 2);
 	value = partmap_normalize(a.pk, idem_text_arg(fcinfo, 1));
@@ -387,9 +390,10 @@ etl_replace_partition(PG_FUNCTION_ARGS)
 	if (a.pk->strategy == 0)
 		replace_in_table(&a, value, NULL, &r);
 	else
-		replace_slot(&a, partmap_slot(a.target, a.pk, value, a.granularity), NULL, &r);
+		replace_slot(&a, partmap_slot_locked(a.target, a.pk, value, a.granularity), NULL, &r);
 	put_result(store, desc, &r);
 	SPI_finish();
+	AtEOXact_GUC(true, nestlevel);
 	return (Datum) 0;
 }
 
@@ -411,12 +415,14 @@ etl_replace_partitions(PG_FUNCTION_ARGS)
 	SPITupleTable *values;
 	List	   *done = NIL;
 	int64		nulls;
+	int			nestlevel;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("target and source must not be NULL")));
 	store = idem_srf_store(fcinfo, &desc);
+	nestlevel = idem_canonical_output();
 	SPI_connect();
 	replace_setup(&a, fcinfo, 1);
 	col = quote_identifier(a.pk->column->name);
@@ -440,8 +446,6 @@ etl_replace_partitions(PG_FUNCTION_ARGS)
 	{
 		char	   *value = SPI_getvalue(values->vals[i], values->tupdesc, 1);
 		PartSlot   *slot;
-		ListCell   *lc;
-		bool		seen = false;
 
 		if (a.pk->strategy == 0)
 		{
@@ -449,16 +453,17 @@ etl_replace_partitions(PG_FUNCTION_ARGS)
 			put_result(store, desc, &r);
 			continue;
 		}
-		slot = partmap_slot(a.target, a.pk, value, a.granularity);
-		foreach(lc, done)
-			seen |= strcmp((char *) lfirst(lc), slot->bound_sql) == 0;
-		if (seen)
+		/* values come in order: most belong to a partition just replaced */
+		if (list_member_oid(done, partmap_find(a.target, a.pk, value)))
 			continue;
-		done = lappend(done, slot->bound_sql);
+		slot = partmap_slot_locked(a.target, a.pk, value, a.granularity);
 		replace_slot(&a, slot, a.stage->name, &r);
+		if (OidIsValid(r.partition))
+			done = lappend_oid(done, r.partition);
 		put_result(store, desc, &r);
 	}
 	stage_drop(a.stage->name);
 	SPI_finish();
+	AtEOXact_GUC(true, nestlevel);
 	return (Datum) 0;
 }
