@@ -48,7 +48,12 @@ idem_job_main(Datum arg)
 	memcpy(&job, MyBgworkerEntry->bgw_extra, sizeof(JobStart));
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
+#if PG_VERSION_NUM >= 160000
+	BackgroundWorkerInitializeConnectionByOid(job.dboid, job.roleoid,
+											  BGWORKER_BYPASS_ROLELOGINCHECK);
+#else
 	BackgroundWorkerInitializeConnectionByOid(job.dboid, job.roleoid, 0);
+#endif
 	workcxt = AllocSetContextCreate(TopMemoryContext, "idem_etl job", ALLOCSET_DEFAULT_SIZES);
 
 	/*

@@ -7,6 +7,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
 #include "executor/spi.h"
@@ -174,6 +175,29 @@ start_job_worker(JobStart *job, int slot, pid_t *pid)
 	return WaitForBackgroundWorkerStartup(rj->handle, pid);
 }
 
+/*
+ * Why a job worker could not connect as the role, or NULL.  A role dropped
+ * after submitting fails its jobs with a clear error instead of a worker
+ * dying at connection time again and again.
+ */
+static char *
+role_problem(Oid roleoid)
+{
+	HeapTuple	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(roleoid));
+	char	   *problem = NULL;
+
+	if (!HeapTupleIsValid(tup))
+		return psprintf("42704: role with OID %u, which submitted the job, does not exist any more",
+						roleoid);
+#if PG_VERSION_NUM < 160000
+	if (!((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin)
+		problem = psprintf("28000: role \"%s\" is not permitted to log in, and jobs run as the role that submitted them",
+						   NameStr(((Form_pg_authid) GETSTRUCT(tup))->rolname));
+#endif
+	ReleaseSysCache(tup);
+	return problem;
+}
+
 /* Start workers for due jobs while slots are free. */
 static void
 dispatch(void)
@@ -185,6 +209,7 @@ dispatch(void)
 		int			slot;
 		pid_t		pid;
 		bool		claimed;
+		char	   *problem;
 
 		CHECK_FOR_INTERRUPTS();
 		slot = worker_slot_reserve();
@@ -194,10 +219,9 @@ dispatch(void)
 
 		begin_tx("idem_etl: claiming a job");
 		claimed = jobs_claim_next(&job.job_id, &job.roleoid);
-		if (claimed && !SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(job.roleoid)))
+		if (claimed && (problem = role_problem(job.roleoid)) != NULL)
 		{
-			jobs_fail(job.job_id, psprintf("42704: role with OID %u, which submitted the job, does not exist any more",
-										   job.roleoid));
+			jobs_fail(job.job_id, problem);
 			end_tx();
 			worker_slot_release(slot);
 			continue;
