@@ -1,0 +1,63 @@
+# 025_jobs_no_preload: without shared_preload_libraries = 'idem_etl' there is
+# no launcher and nothing could ever run a job, so etl_submit and
+# etl_backfill refuse with 55000 and a hint to preload the library, and
+# queue nothing; the synchronous functions keep working.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+$PostgreSQL::Test::Utils::timeout_default = 60;
+
+my $node = PostgreSQL::Test::Cluster->new('no_preload');
+$node->init;
+$node->start;
+
+$node->safe_psql('postgres', q{
+	CREATE EXTENSION idem_etl;
+	CREATE TABLE t (id int PRIMARY KEY, v text);
+});
+
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'idem_etl%'"),
+	'0',
+	'no idem_etl background process without the preload');
+
+my ($ret, $out, $err) = $node->psql('postgres',
+	"\\set VERBOSITY verbose\nSELECT etl_submit('SELECT 1')");
+isnt($ret, 0, 'etl_submit fails without the preload');
+like($err, qr/ERROR:\s+55000:/, 'with SQLSTATE 55000');
+like($err, qr/HINT:.*shared_preload_libraries/,
+	'and a hint to add idem_etl to shared_preload_libraries');
+
+($ret, $out, $err) = $node->psql('postgres',
+	"\\set VERBOSITY verbose\nSELECT etl_submit('SELECT 1', 'named', 3, now() + interval '1 hour')");
+like($err, qr/ERROR:\s+55000:/, 'etl_submit with every argument: 55000 too');
+
+($ret, $out, $err) = $node->psql('postgres',
+	"\\set VERBOSITY verbose\nSELECT * FROM etl_backfill('SELECT {run_date}::date', '2026-11-01', '2026-11-03')"
+);
+isnt($ret, 0, 'etl_backfill fails without the preload');
+like($err, qr/ERROR:\s+55000:/, 'with SQLSTATE 55000');
+like($err, qr/HINT:.*shared_preload_libraries/, 'and the same hint');
+
+is($node->safe_psql('postgres', 'SELECT count(*) FROM idem_etl.jobs'),
+	'0', 'nothing was queued');
+
+# the synchronous functions keep working
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT inserted, updated, skipped FROM etl_upsert_batch('t', $$SELECT 1 AS id, 'one' AS v$$)}
+	),
+	'1|0|f',
+	'etl_upsert_batch works without the preload');
+is($node->safe_psql('postgres', 'SELECT id, v FROM t'),
+	'1|one', 'and wrote its row');
+
+ok(!$node->log_contains(qr/was terminated by signal/),
+	'no server process crashed');
+
+$node->stop;
+done_testing();
