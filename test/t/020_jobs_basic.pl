@@ -87,6 +87,13 @@ is( $node->safe_psql(
 	'1|t|t|t',
 	'a permanent error is not retried: attempts = 1, last_error "22012: ..."');
 
+# --- exactly one statement per job
+my ($ret, $out, $err) = $node->psql('postgres',
+	"\\set VERBOSITY verbose\nSELECT etl_submit('INSERT INTO t VALUES (9, ''x''); DROP TABLE t')");
+like($err, qr/ERROR:\s+42601:/, 'etl_submit refuses several statements with 42601');
+is($node->safe_psql('postgres', "SELECT count(*) FROM idem_etl.jobs WHERE command LIKE '%DROP TABLE t%'"),
+	'0', 'and queues nothing');
+
 # --- a failing command leaves nothing behind
 $id = $node->safe_psql('postgres',
 	q{SELECT etl_submit($$INSERT INTO t VALUES (2, 'x'), (1, 'duplicate')$$)});

@@ -81,6 +81,9 @@ is( $node->safe_psql(
 		"SELECT attempts, max_attempts FROM idem_etl.jobs WHERE job_id = $id"),
 	'3|5',
 	'three attempts counted');
+like($node->safe_psql('postgres', "SELECT last_error FROM idem_etl.jobs WHERE job_id = $id"),
+	qr/^40001: could not serialize access \(try 2\)/,
+	'last_error keeps the latest failed attempt after the success');
 is($node->safe_psql('postgres', 'SELECT last_value FROM serial_tries'),
 	'3', 'the command ran three times');
 is($node->safe_psql('postgres', 'SELECT try FROM serial_done'),

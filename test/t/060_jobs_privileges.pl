@@ -8,7 +8,8 @@
 # - SET ROLE before etl_submit makes the job run as that role;
 # - a role sees and cancels only its own jobs; members of the submitting
 #   role and superusers see all; nobody but the extension writes the queue;
-# - a role dropped before its job runs: the job fails with an error.
+# - a role dropped before its job runs: the job fails with 42704; a role
+#   without LOGIN: 28000 (PostgreSQL 15 workers connect as the role).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -61,6 +62,7 @@ $node->safe_psql(
 	CREATE ROLE bob LOGIN;
 	CREATE ROLE carol LOGIN IN ROLE alice;   -- carol is a member of alice
 	CREATE ROLE dave LOGIN;
+	CREATE ROLE etl_group NOLOGIN;
 	CREATE TABLE secret (id int PRIMARY KEY, v text);
 	INSERT INTO secret VALUES (1, 'classified');
 	CREATE TABLE whoami (tag text, cur text, sess text, su text);
@@ -176,16 +178,22 @@ $id = as('dave',
 	q{SELECT etl_submit('SELECT 1', max_attempts => 2, run_after => now() + interval '3 s')});
 $node->safe_psql('postgres', 'DROP ROLE dave');
 is(wait_ended($id), 'failed', 'the job of a role dropped before it ran fails');
+like($node->safe_psql('postgres', "SELECT last_error FROM idem_etl.jobs WHERE job_id = $id"),
+	qr/^42704:/, 'with 42704 (undefined object) in last_error');
+
+# --- on PostgreSQL 15 job workers connect as the role: a NOLOGIN role's job
+# fails with 28000 (and is not retried)
+$id = $node->safe_psql('postgres', q{
+	SET ROLE etl_group;
+	SELECT etl_submit('SELECT 1');
+});
+is(wait_ended($id), 'failed', 'the job of a role without LOGIN fails');
 is( $node->safe_psql(
 		'postgres',
-		"SELECT last_error IS NOT NULL AND last_error <> '' FROM idem_etl.jobs WHERE job_id = $id"
+		"SELECT attempts, last_error LIKE '28000:%', submitted_by::text FROM idem_etl.jobs WHERE job_id = $id"
 	),
-	't',
-	'with an error in last_error');
-note('dropped role: '
-	  . $node->safe_psql('postgres',
-		"SELECT attempts || ' attempts, last_error: ' || coalesce(last_error, 'NULL') FROM idem_etl.jobs WHERE job_id = $id"
-	  ));
+	'1|t|etl_group',
+	'with 28000, at once');
 
 ok(!$node->log_contains(qr/was terminated by signal/),
 	'no server process crashed');

@@ -167,6 +167,26 @@ ok( $node->poll_query_until(
 	),
 	'the weekly jobs ran');
 
+# --- without job_name: 'backfill <md5 of the command>:date'; submitted twice
+# in one transaction (so both while pending): the same jobs
+is( $node->safe_psql(
+		'postgres', q{
+	BEGIN;
+	CREATE TEMP TABLE unnamed AS
+	SELECT id FROM etl_backfill('SELECT {run_date}::date + 1', '2026-12-01', '2026-12-02') AS id;
+	CREATE TEMP TABLE unnamed2 AS
+	SELECT id FROM etl_backfill('SELECT {run_date}::date + 1', '2026-12-01', '2026-12-02') AS id;
+	SELECT string_agg(j.job_name, ',' ORDER BY j.job_id)
+	           = 'backfill ' || md5('SELECT {run_date}::date + 1') || ':2026-12-01,'
+	          || 'backfill ' || md5('SELECT {run_date}::date + 1') || ':2026-12-02'
+	  FROM unnamed u JOIN idem_etl.jobs j ON j.job_id = u.id;
+	SELECT (SELECT array_agg(id ORDER BY id) FROM unnamed) = (SELECT array_agg(id ORDER BY id) FROM unnamed2);
+	COMMIT;
+}),
+	"t\nt",
+	'the default job name is "backfill <md5 of the command>:date", so the same unnamed backfill is not queued twice'
+);
+
 ok(!$node->log_contains(qr/was terminated by signal/),
 	'no server process crashed');
 
