@@ -158,7 +158,7 @@ SELECT relname FROM pg_class
 
 -- its contents are the source rows, with defaults and generated values
 SELECT * FROM rswap.events WHERE event_date = '2026-11-28' ORDER BY id;
-SELECT tableoid::regclass, count(*) FROM rswap.events GROUP BY 1 ORDER BY 1::text;
+SELECT tableoid::regclass, count(*) FROM rswap.events GROUP BY 1 ORDER BY tableoid::regclass::text;
 -- it was analyzed (statistics exist for the new table)
 SELECT count(*) > 0 AS analyzed FROM pg_stats
  WHERE schemaname = 'rswap' AND tablename = 'events_20261128';
