@@ -33,6 +33,11 @@ SELECT format('Partition workload: events(event_date date, id bigint, payload te
               || ' one partition a day, primary key (event_date, id) and a secondary index on (id), no DEFAULT partition.');
 SELECT format('Replaced: the day %s, by a source table (TABLE events_src) of as many rows with the same ids and every'
               || ' payload changed, in key order. Median of %s runs.', part_day(), :runs);
+SELECT 'Strategies: (a) DELETE the day + INSERT through events, one transaction; (b) TRUNCATE the day''s partition'
+       || ' + INSERT through events, one transaction; (c) CREATE TABLE (LIKE the partition), INSERT, primary key and'
+       || ' index, CHECK equal to the bound, ANALYZE, COMMIT, then one transaction: DETACH, DROP the old partition,'
+       || ' RENAME the new table and its indexes, ATTACH; (e) etl_replace_partition(''events'', '''
+       || part_day() || ''', ''TABLE events_src'').';
 SELECT 'Each run starts from the original day''s partition (restored, indexed, VACUUM ANALYZEd and checkpointed outside'
        || ' the timing); timed inside the server from the first statement to the end of the last COMMIT.';
 
