@@ -13,6 +13,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time);
 
 # Every wait below is bounded by this (poll_query_until polls 10 times a
 # second for this many seconds): a broken build fails, it does not hang.
@@ -144,6 +145,31 @@ is( $node->safe_psql(
 	'only one job of that name was queued');
 is($node->safe_psql('postgres', "SELECT etl_wait($named, '300 ms')"),
 	'queued', 'etl_wait returns the status at its timeout');
+# etl_wait sleeps, it does not spin: CPU time of the waiting backend
+sub cpu_ticks
+{
+	my ($pid) = @_;
+	my $stat = slurp_file("/proc/$pid/stat");
+	$stat =~ s/^.*\)\s+//s;    # after "pid (comm) "
+	my @f = split /\s+/, $stat;
+	return $f[11] + $f[12];      # utime + stime (fields 14 and 15)
+}
+SKIP:
+{
+	skip 'no /proc', 1 unless -r "/proc/$$/stat";
+	my $waiter = $node->background_psql('postgres');
+	my $pid = $waiter->query_safe('SELECT pg_backend_pid()');
+	my $before = cpu_ticks($pid);
+	my $t0 = time();
+	my $status = $waiter->query_safe("SELECT etl_wait($named, '2 s')");
+	my $waited = time() - $t0;
+	my $used = cpu_ticks($pid) - $before;
+	$waiter->quit;
+	note "etl_wait: $waited s, $used CPU ticks";
+	ok($status eq 'queued' && $waited >= 1.9 && $used < 50,
+		"etl_wait waits without spinning ($used ticks of CPU in $waited s)");
+}
+
 is($node->safe_psql('postgres', "SELECT etl_cancel($named)"),
 	't', 'etl_cancel of a queued job returns true');
 is( $node->safe_psql(

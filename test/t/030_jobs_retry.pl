@@ -6,6 +6,8 @@
 #   tries were 1 s and 2 s;
 # - a job failing with 40001 on every try gives up after max_attempts, with
 #   the waits capped by idem_etl.max_backoff and last_error "40001: ...";
+# - a statement_timeout (57014, here the role's setting, which the job's
+#   session applies) on the first try: retried, succeeds on the second;
 # - a lock held by another session past a lock_timeout set in the command
 #   (55P03) is retried until the lock is released, then succeeds once.
 #
@@ -65,6 +67,22 @@ $node->safe_psql(
 	    RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001';
 	END $$;
 
+	-- sleeps past the role's statement_timeout on the first try only
+	CREATE ROLE slowpoke LOGIN;
+	ALTER ROLE slowpoke SET statement_timeout = '300ms';
+	CREATE SEQUENCE slow_tries;
+	CREATE TABLE slow_done (try bigint, timeout text);
+	GRANT USAGE ON SEQUENCE slow_tries TO slowpoke;
+	GRANT INSERT ON slow_done TO slowpoke;
+	CREATE FUNCTION slow() RETURNS void LANGUAGE plpgsql AS $$
+	DECLARE try bigint := nextval('slow_tries');
+	BEGIN
+	    IF try < 2 THEN
+	        PERFORM pg_sleep(5);
+	    END IF;
+	    INSERT INTO slow_done VALUES (try, current_setting('statement_timeout'));
+	END $$;
+
 	-- the target of the lock test
 	CREATE SEQUENCE lock_tries;
 	CREATE TABLE locked_t (id int PRIMARY KEY, v text);
@@ -121,6 +139,23 @@ is( $node->safe_psql(
 		'postgres', "SELECT attempts FROM idem_etl.jobs WHERE job_id = $id"),
 	'1',
 	'a transient error is not retried');
+
+# --- a statement_timeout (57014) is transient too
+$id = $node->safe_psql('postgres', q{
+	SET ROLE slowpoke;
+	SELECT etl_submit('SELECT slow()');
+});
+is(wait_ended($id), 'succeeded',
+	'a job cancelled by its role\'s statement_timeout on the first try succeeds');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT attempts, last_error LIKE '57014:%' FROM idem_etl.jobs WHERE job_id = $id"),
+	'2|t',
+	'on the second attempt, after a 57014');
+is($node->safe_psql('postgres', 'SELECT string_agg(try::text, \',\') FROM slow_done'),
+	'2', 'the work was done once');
+note 'statement_timeout in the job\'s session: '
+  . $node->safe_psql('postgres', 'SELECT timeout FROM slow_done');
 
 # --- a lock held by another session past the command's lock_timeout (55P03)
 my $holder = $node->background_psql('postgres');

@@ -6,7 +6,8 @@
 # a gate is armed.  In that wait it is killed three ways:
 #   - pg_terminate_backend (57P01, transient),
 #   - kill -9 of its backend (the postmaster restarts every process),
-#   - an immediate stop of the server, then a start.
+#   - an immediate stop of the server, then a start,
+#   - a fast (clean) shutdown, then a start.
 # Each time the gate is disarmed once the job's next attempt is on its way,
 # and the target must then equal a reference table loaded by one clean call,
 # with one log row and one ledger run.  A job queued when the launcher itself
@@ -54,9 +55,11 @@ $node->safe_psql(
 	CREATE TABLE t_term (LIKE t_ref INCLUDING ALL);
 	CREATE TABLE t_kill (LIKE t_ref INCLUDING ALL);
 	CREATE TABLE t_stop (LIKE t_ref INCLUDING ALL);
+	CREATE TABLE t_fast (LIKE t_ref INCLUDING ALL);
 	INSERT INTO t_term TABLE t_ref;
 	INSERT INTO t_kill TABLE t_ref;
 	INSERT INTO t_stop TABLE t_ref;
+	INSERT INTO t_fast TABLE t_ref;
 
 	CREATE FUNCTION load(target regclass) RETURNS void LANGUAGE plpgsql AS $$
 	BEGIN
@@ -185,6 +188,17 @@ $node->start;
 wait_launcher('after an immediate stop');
 finish_after_death($id, 't_stop', 'immediate stop');
 
+# --- a clean (fast) shutdown in the middle of a job: SIGTERM stops every
+# idem_etl process, and the interrupted job runs again after the start
+($id, $pid) = start_gated_job('t_fast');
+$log_offset = -s $node->logfile;
+$node->stop('fast');
+ok(!$node->log_contains(qr/was terminated by signal/, $log_offset),
+	'a fast shutdown stops the idem_etl processes without a crash');
+$node->start;
+wait_launcher('after a fast shutdown');
+finish_after_death($id, 't_fast', 'fast shutdown');
+
 # --- a queued job survives a crash of the launcher
 $id = $node->safe_psql('postgres',
 	q{SELECT etl_submit($$INSERT INTO loads VALUES ('after launcher crash')$$, run_after => now() + interval '1 s')}
@@ -205,7 +219,7 @@ is( $node->safe_psql(
 # nothing ran twice in the end
 is( $node->safe_psql(
 		'postgres', "SELECT string_agg(target, ',' ORDER BY target) FROM loads"),
-	'after launcher crash,t_kill,t_ref,t_stop,t_term',
+	'after launcher crash,t_fast,t_kill,t_ref,t_stop,t_term',
 	'one log row per load');
 
 ok(!$node->log_contains(qr/was terminated by signal (?!9:)/),
