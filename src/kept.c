@@ -94,8 +94,8 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	int			nestlevel = idem_canonical_output();
 
 	SPI_connect();
+	swap_serialize(relid);
 	target = target_open(relid);
-	target_require_owner(target);
 	if (target->relkind != RELKIND_PARTITIONED_TABLE)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),

@@ -253,16 +253,3 @@ target_check_privileges(TargetInfo *target, char **columns, int ncolumns,
 		aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(target->relkind),
 					   target->relname);
 }
-
-/* Swapping partitions (ATTACH, DETACH) is for the table's owner only. */
-void
-target_require_owner(TargetInfo *target)
-{
-#if PG_VERSION_NUM >= 160000
-	if (!object_ownercheck(RelationRelationId, target->relid, GetUserId()))
-#else
-	if (!pg_class_ownercheck(target->relid, GetUserId()))
-#endif
-		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(target->relkind),
-					   target->relname);
-}

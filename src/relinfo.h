@@ -43,6 +43,5 @@ extern TargetKey *target_key(TargetInfo *target, ArrayType *key_columns);
 extern void target_check_privileges(TargetInfo *target, char **columns,
 									int ncolumns, AclMode mode);
 extern char *target_key_list(TargetKey *key);
-extern void target_require_owner(TargetInfo *target);
 
 #endif							/* IDEM_RELINFO_H */

@@ -83,12 +83,11 @@ keep_interval(FunctionCallInfo fcinfo, int n)
 static void
 replace_setup(ReplaceArgs *a, FunctionCallInfo fcinfo, int first)
 {
+	swap_serialize(PG_GETARG_OID(0));
 	a->target = target_open(PG_GETARG_OID(0));
 	a->granularity = PG_ARGISNULL(first + 2) ? NULL : PG_GETARG_INTERVAL_P(first + 2);
 	a->keep = keep_interval(fcinfo, first + 3);
 	a->run_key = idem_text_arg(fcinfo, first + 4);
-	if (a->target->relkind == RELKIND_PARTITIONED_TABLE)
-		target_require_owner(a->target);
 	a->pk = partmap_key(a->target, idem_text_arg(fcinfo, first + 1));
 	a->stage = stage_plan(a->target, idem_text_arg(fcinfo, first));
 	if (!stage_has_column(a->stage, a->pk->column->name))

@@ -8,15 +8,25 @@
  * long as it waits.  So each try waits at most idem_etl.lock_timeout, and a
  * try that times out is rolled back to its subtransaction and repeated, up
  * to idem_etl.lock_retries more times; then 55P03 and nothing has changed.
+ *
+ * Two swaps of one table must not deadlock, each waiting for the other's
+ * weaker lock on the parent to upgrade its own: swap_serialize() takes SHARE
+ * UPDATE EXCLUSIVE on the parent before anything else.  That mode conflicts
+ * with itself but not with readers or writers, so replacements of one table
+ * run one at a time while everyone else goes on.
  */
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
@@ -58,6 +68,25 @@ rename_indexes(const char *schema, const char *table, const char *from, const ch
 		sqlb_exec(psprintf("ALTER INDEX %s.%s RENAME TO %s", schema,
 						   SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 1),
 						   SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 2)));
+}
+
+/*
+ * Called first by every operation that will swap partitions of relid,
+ * before it takes any other lock on it.  ATTACH and DETACH are for the
+ * table's owner, so others are refused before they lock anything.
+ */
+void
+swap_serialize(Oid relid)
+{
+	if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
+		return;
+#if PG_VERSION_NUM >= 160000
+	if (!object_ownercheck(RelationRelationId, relid, GetUserId()))
+#else
+	if (!pg_class_ownercheck(relid, GetUserId()))
+#endif
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+	LockRelationOid(relid, ShareUpdateExclusiveLock);
 }
 
 /* Everything that needs the parent's lock, as one try. */

@@ -20,6 +20,7 @@ typedef struct SwapSpec
 	const char *bound_sql;		/* FOR VALUES ... */
 } SwapSpec;
 
+extern void swap_serialize(Oid relid);
 extern void swap_partition(const SwapSpec *spec);
 
 #endif							/* IDEM_SWAP_H */

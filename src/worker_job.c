@@ -13,9 +13,11 @@
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
+#include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timeout.h"
 
 #include "jobs.h"
 #include "worker.h"
@@ -74,13 +76,18 @@ idem_job_main(Datum arg)
 
 	PG_TRY();
 	{
+		/* a backend arms statement_timeout per statement; so must we */
+		if (StatementTimeout > 0)
+			enable_timeout_after(STATEMENT_TIMEOUT, StatementTimeout);
 		if (SPI_execute(command, false, 0) < 0)
 			elog(ERROR, "SPI_execute failed");
+		disable_timeout(STATEMENT_TIMEOUT, false);
 		jobs_succeeded(job.job_id);
 		end_tx();
 	}
 	PG_CATCH();
 	{
+		disable_timeout(STATEMENT_TIMEOUT, false);
 		MemoryContextSwitchTo(workcxt);
 		failure = CopyErrorData();
 		EmitErrorReport();

@@ -61,10 +61,12 @@ worker_register_launcher(void)
 	RegisterBackgroundWorker(&bgw);
 }
 
+/* The connectable databases, in the caller's memory context. */
 static List *
 list_databases(void)
 {
 	List	   *oids = NIL;
+	MemoryContext cxt = CurrentMemoryContext;
 	Relation	rel;
 	TableScanDesc scan;
 	HeapTuple	tup;
@@ -77,7 +79,12 @@ list_databases(void)
 		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
 
 		if (db->datallowconn && !db->datistemplate)
+		{
+			MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
+
 			oids = lappend_oid(oids, db->oid);
+			MemoryContextSwitchTo(oldcxt);
+		}
 	}
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
