@@ -46,34 +46,51 @@ newpart_create(TargetInfo *parent, PartKey *pk, PartSlot *slot)
 	return np;
 }
 
+typedef struct BoundArg
+{
+	const char *qualname;
+	PartSlot   *slot;
+} BoundArg;
+
+static void
+add_bound(void *arg)
+{
+	BoundArg   *b = (BoundArg *) arg;
+
+	newpart_add_bound(b->qualname, b->slot);
+}
+
 /*
- * Every row of "from" must belong in the slot: count those that do not (NULL
- * in the partition column included) and show one.
+ * Add the bound CHECK (newpart_add_bound), which every row must satisfy.
+ * When one does not (NULL in the partition column included), count them and
+ * show one: that query runs only then, the CHECK's own scan is the check.
  */
 void
-newpart_check_rows(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot,
-				   const char *from)
+newpart_bound(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot)
 {
+	BoundArg	b = {np->qualname, slot};
+	ErrorData  *failure = sqlb_try(add_bound, &b);
 	const char *col = quote_identifier(pk->column->name);
-	int64		bad;
-	char	   *example;
 	bool		isnull;
 
+	if (failure == NULL)
+		return;
+	if (failure->sqlerrcode != ERRCODE_CHECK_VIOLATION)
+		ReThrowError(failure);
 	sqlb_exec(psprintf("SELECT count(*)::pg_catalog.int8,"
 					   " pg_catalog.min(coalesce(%s::pg_catalog.text, 'NULL'))"
 					   " FROM %s WHERE NOT coalesce((%s), false)",
-					   col, from, slot->check_sql));
-	bad = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	if (bad == 0)
-		return;
-	example = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+					   col, np->qualname, slot->check_sql));
 	ereport(ERROR,
 			(errcode(ERRCODE_CHECK_VIOLATION),
 			 errmsg("%lld row(s) of the source do not belong in partition \"%s\" of \"%s\"",
-					(long long) bad, slot->name, parent->relname),
+					(long long) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+															SPI_tuptable->tupdesc, 1, &isnull)),
+					slot->name, parent->relname),
 			 errdetail("The partition for %s holds %s %s; one offending value of \"%s\" is %s.",
 					   slot->value, pk->column->name, slot->bound_sql,
-					   pk->column->name, example),
+					   pk->column->name,
+					   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2)),
 			 errhint("Filter the source on \"%s\", or use etl_replace_partitions to replace every partition the source touches.",
 					 pk->column->name)));
 }
@@ -243,14 +260,13 @@ carry_properties(NewPart *np, Oid old)
 }
 
 /*
- * Everything after the load and before the swap.  The bound goes first: it
+ * Everything after the load and newpart_bound, before the swap.  The bound
  * proves the partition column NOT NULL, so setting that (again, directly or
  * for a primary key) needs no scan.
  */
 void
 newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot)
 {
-	newpart_add_bound(np->qualname, slot);
 	if (pk->column->notnull)
 		sqlb_exec(psprintf("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL", np->qualname,
 						   quote_identifier(pk->column->name)));

@@ -18,8 +18,7 @@ typedef struct NewPart
 } NewPart;
 
 extern NewPart *newpart_create(TargetInfo *parent, PartKey *pk, PartSlot *slot);
-extern void newpart_check_rows(NewPart *np, TargetInfo *parent, PartKey *pk,
-							   PartSlot *slot, const char *from);
+extern void newpart_bound(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot);
 extern void newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot);
 extern void newpart_add_bound(const char *qualname, PartSlot *slot);
 

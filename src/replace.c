@@ -247,8 +247,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
 		return;
 	}
 
-	if (from == NULL)
-		newpart_check_rows(np, a->target, a->pk, slot, np->qualname);
+	newpart_bound(np, a->target, a->pk, slot);
 	if (OidIsValid(slot->partoid))
 		check_referencing_rows(a, slot, np->schema);
 	newpart_finish(np, a->target, a->pk, slot);

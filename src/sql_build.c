@@ -11,9 +11,12 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "nodes/parsenodes.h"
 #include "parser/parser.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
 
 #include "sql_build.h"
 
@@ -202,4 +205,37 @@ sqlb_append_key_match(StringInfo buf, const char *left, const char *right,
 		else
 			appendStringInfo(buf, "%s.%s = %s.%s", left, col, right, col);
 	}
+}
+
+/*
+ * Run fn(arg) in a subtransaction.  Returns NULL when it succeeded, else
+ * the error it raised, with everything it did rolled back: for the few
+ * errors idem_etl recovers from (a lock wait that timed out, a constraint
+ * whose failure gets a better message).
+ */
+ErrorData *
+sqlb_try(void (*fn) (void *), void *arg)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	ErrorData  *volatile failure = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(oldcxt);
+		failure = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcxt);
+	CurrentResourceOwner = oldowner;
+	return failure;
 }

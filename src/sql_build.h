@@ -19,6 +19,8 @@ extern SPIPlanPtr sqlb_prepare(const char *sql, int nargs, Oid *argtypes);
 extern uint64 sqlb_exec(const char *sql);
 extern int64 sqlb_exec_int8(const char *sql);
 
+extern ErrorData *sqlb_try(void (*fn) (void *), void *arg);
+
 /* Fragments: "a.c1, a.c2" and "a.k1 = b.k1 AND ..." over quoted names. */
 extern void sqlb_append_columns(StringInfo buf, const char *alias,
 								char **names, int n);

@@ -27,8 +27,6 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
-#include "utils/memutils.h"
-#include "utils/resowner.h"
 
 #include "idem_etl.h"
 #include "sql_build.h"
@@ -89,12 +87,20 @@ swap_serialize(Oid relid)
 	LockRelationOid(relid, ShareUpdateExclusiveLock);
 }
 
-/* Everything that needs the parent's lock, as one try. */
+/*
+ * Everything that needs the parent's lock, as one try, waiting at most
+ * idem_etl.lock_timeout for each lock.
+ */
 static void
-swap_once(const SwapSpec *s)
+swap_once(void *arg)
 {
+	const SwapSpec *s = (const SwapSpec *) arg;
 	const char *final_qual = psprintf("%s.%s", s->schema, quote_identifier(s->final_name));
+	int			nestlevel = NewGUCNestLevel();
 
+	(void) set_config_option("lock_timeout", psprintf("%d", idem_lock_timeout),
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
 	if (s->old_name)
 	{
 		const char *old_qual = psprintf("%s.%s", s->schema, quote_identifier(s->old_name));
@@ -115,41 +121,15 @@ swap_once(const SwapSpec *s)
 	sqlb_exec(psprintf("ALTER TABLE %s ATTACH PARTITION %s %s", s->parent->qualname,
 					   final_qual, s->bound_sql));
 	sqlb_exec(psprintf("ALTER TABLE %s DROP CONSTRAINT idem_etl_bound", final_qual));
+	AtEOXact_GUC(true, nestlevel);
 }
 
 void
 swap_partition(const SwapSpec *s)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-
 	for (int attempt = 0;; attempt++)
 	{
-		ErrorData  *volatile failure = NULL;
-
-		BeginInternalSubTransaction(NULL);
-		MemoryContextSwitchTo(oldcxt);
-		PG_TRY();
-		{
-			int			nestlevel = NewGUCNestLevel();
-
-			(void) set_config_option("lock_timeout", psprintf("%d", idem_lock_timeout),
-									 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-									 true, 0, false);
-			swap_once(s);
-			AtEOXact_GUC(true, nestlevel);
-			ReleaseCurrentSubTransaction();
-		}
-		PG_CATCH();
-		{
-			MemoryContextSwitchTo(oldcxt);
-			failure = CopyErrorData();
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-		}
-		PG_END_TRY();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
+		ErrorData  *failure = sqlb_try(swap_once, (void *) s);
 
 		if (failure == NULL)
 			return;
