@@ -238,7 +238,10 @@ new_range_bounds(TargetInfo *target, PartKey *pk, PartitionDesc pd,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("no partition of \"%s\" holds %s, and the bounds of a new one cannot be inferred",
 							target->relname, value),
-					 errdetail("The existing partitions do not all share one width and alignment."),
+					 lows->nelems == 0 ?
+					 errdetail("\"%s\" has no partition with finite bounds to take them from.",
+							   target->relname) :
+					 errdetail("Its partitions do not all share one width and alignment."),
 					 errhint("Pass granularity, e.g. granularity => '1 day', or create the partition yourself.")));
 		if (!is_time_type(pk->column->typid))
 		{

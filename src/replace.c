@@ -129,8 +129,8 @@ same_as_prior(ReplaceArgs *a, const char *value, LedgerRun *run)
 	if (strcmp(prior.fingerprint, run->fingerprint) == 0)
 	{
 		ereport(NOTICE,
-				(errmsg("skipping replacement of %s in \"%s\": run_key \"%s\" loaded the same rows in run %lld",
-						value, a->target->relname, a->run_key, (long long) prior.run_id),
+				(errmsg("skipping replacement of %s in \"%s\": run %lld already has the same rows for run_key \"%s\"",
+						value, a->target->relname, (long long) prior.run_id, a->run_key),
 				 errdetail("Nothing was rewritten."),
 				 errhint("Change the source, or use another run_key, to load it again.")));
 		return true;
