@@ -15,15 +15,6 @@
 #include "dedup.h"
 #include "sql_build.h"
 
-static int64
-result_int8(int col)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
-
-	return isnull ? 0 : DatumGetInt64(d);
-}
-
 /*
  * Raise 21000 when two rows of relation rel share a key but differ.  Rows are
  * compared by binary image (*=), which needs no equality operator on any
@@ -48,7 +39,7 @@ check_conflicts(TargetInfo *target, TargetKey *key, const char *rel, bool tie)
 	appendStringInfoString(&sql, " AND NOT (a OPERATOR(pg_catalog.*=) b)) GROUP BY 1) c");
 	sqlb_exec(sql.data);
 
-	nkeys = result_int8(1);
+	nkeys = sqlb_result_int8(1);
 	if (nkeys == 0)
 		return;
 	example = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
@@ -143,8 +134,8 @@ dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_
 					 " FROM (SELECT count(*) AS n FROM %s GROUP BY %s) g",
 					 stage->name, keys.data);
 	sqlb_exec(sql.data);
-	dup_keys = result_int8(1);
-	batch.nkeys = result_int8(2);
+	dup_keys = sqlb_result_int8(1);
+	batch.nkeys = sqlb_result_int8(2);
 	if (dup_keys == 0)
 		return batch;
 

@@ -9,6 +9,7 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -18,10 +19,12 @@
 #include "parser/parser.h"
 #include "pgstat.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
 #include "utils/datetime.h"
+#include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -38,15 +41,6 @@ PG_FUNCTION_INFO_V1(etl_cancel);
 PG_FUNCTION_INFO_V1(etl_backfill);
 
 #define JOB_ENDED "('succeeded', 'failed', 'cancelled')"
-
-static int64
-result_int8(int col)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
-
-	return isnull ? 0 : DatumGetInt64(d);
-}
 
 static void
 require_preload(void)
@@ -97,7 +91,7 @@ submit(const char *command, const char *job_name, int32 max_attempts,
 							 " AND status IN ('queued', 'running')",
 							 1, nametype, name, NULL, SPI_OK_SELECT);
 		if (SPI_processed > 0)
-			return result_int8(1);
+			return sqlb_result_int8(1);
 		args[1] = name[0];
 	}
 	else
@@ -111,7 +105,7 @@ submit(const char *command, const char *job_name, int32 max_attempts,
 						 " submitted_by, submitted_by_oid, run_after)"
 						 " VALUES ($1, $2, $3, $4, $5, $6) RETURNING job_id",
 						 6, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
-	return result_int8(1);
+	return sqlb_result_int8(1);
 }
 
 Datum
@@ -306,6 +300,30 @@ etl_cancel(PG_FUNCTION_ARGS)
 }
 
 /* --- queue access for the scheduler and the job workers --- */
+
+/*
+ * Lock the extension's state tables for the scheduler's work, without
+ * waiting.  DROP EXTENSION takes ACCESS EXCLUSIVE on them one after another;
+ * a scheduler holding one and waiting for the next would deadlock with it.
+ * When they are not all free at once, the scheduler skips this round.
+ */
+bool
+jobs_lock_state(void)
+{
+	Oid			nsp = get_namespace_oid("idem_etl", true);
+	const char *tables[] = {"jobs", "replaced_partitions"};
+
+	if (!OidIsValid(nsp))
+		return false;
+	for (int i = 0; i < lengthof(tables); i++)
+	{
+		Oid			relid = get_relname_relid(tables[i], nsp);
+
+		if (!OidIsValid(relid) || !ConditionalLockRelationOid(relid, RowExclusiveLock))
+			return false;
+	}
+	return true;
+}
 
 static void
 exec_with_job(const char *sql, int64 job_id, int expected)

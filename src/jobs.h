@@ -9,6 +9,7 @@
 
 #include "nodes/pg_list.h"
 
+extern bool jobs_lock_state(void);
 extern int	jobs_requeue_dead(List *live_pids);
 extern bool jobs_claim_next(int64 *job_id, Oid *roleoid);
 extern void jobs_set_pid(int64 job_id, pid_t pid);

@@ -157,18 +157,24 @@ sqlb_exec(const char *sql)
 	return SPI_processed;
 }
 
+/* Column col (from 1) of the first row of the last result, NULL as 0. */
+int64
+sqlb_result_int8(int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
+
+	return isnull ? 0 : DatumGetInt64(d);
+}
+
 /* Run a query returning one bigint (NULL reads as 0). */
 int64
 sqlb_exec_int8(const char *sql)
 {
-	bool		isnull;
-	Datum		d;
-
 	sqlb_exec(sql);
 	if (SPI_processed != 1)
 		elog(ERROR, "expected one row, got " UINT64_FORMAT, SPI_processed);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return isnull ? 0 : DatumGetInt64(d);
+	return sqlb_result_int8(1);
 }
 
 void

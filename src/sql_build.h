@@ -18,6 +18,7 @@ extern void sqlb_check_expression(const char *fragment, const char *argname);
 extern SPIPlanPtr sqlb_prepare(const char *sql, int nargs, Oid *argtypes);
 extern uint64 sqlb_exec(const char *sql);
 extern int64 sqlb_exec_int8(const char *sql);
+extern int64 sqlb_result_int8(int col);
 
 extern ErrorData *sqlb_try(void (*fn) (void *), void *arg);
 

@@ -177,7 +177,6 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	StringInfoData keys;
 	int64		written;
 	int64		inserted;
-	bool		isnull;
 	int			nestlevel;
 	CommandId	merge_cid;
 
@@ -245,8 +244,8 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 							 GUC_ACTION_SAVE, true, 0, false);
 	merge_cid = GetCurrentCommandId(false);
 	sqlb_exec(sql.data);
-	written = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	inserted = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	written = sqlb_result_int8(1);
+	inserted = sqlb_result_int8(2);
 	if (target->relkind != RELKIND_RELATION && written > 0)
 		inserted = count_partitioned_inserts(target, key, batch, merge_cid);
 	AtEOXact_GUC(true, nestlevel);

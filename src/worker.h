@@ -23,6 +23,10 @@ extern Size worker_shmem_size(void);
 extern int	worker_slot_reserve(void);
 extern void worker_slot_release(int slot);
 
+#include "postmaster/bgworker.h"
+
+extern void worker_describe(BackgroundWorker *bgw, const char *function,
+							const char *type);
 extern void worker_register_launcher(void);
 
 /* Entry points, named in BackgroundWorker.bgw_function_name */

@@ -124,7 +124,7 @@ housekeeping(void)
 
 	begin_tx("idem_etl: housekeeping");
 	present = extension_present();
-	if (present)
+	if (present && jobs_lock_state())
 	{
 		int			requeued = jobs_requeue_dead(live_pids());
 
@@ -150,16 +150,9 @@ start_job_worker(JobStart *job, int slot, pid_t *pid)
 	RunningJob *rj;
 	MemoryContext oldcxt;
 
-	memset(&bgw, 0, sizeof(bgw));
-	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	bgw.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "idem_etl");
-	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "idem_job_main");
+	worker_describe(&bgw, "idem_job_main", "idem_etl job");
 	snprintf(bgw.bgw_name, BGW_MAXLEN, "idem_etl job " INT64_FORMAT, job->job_id);
-	snprintf(bgw.bgw_type, BGW_MAXLEN, "idem_etl job");
 	memcpy(bgw.bgw_extra, job, sizeof(JobStart));
-	bgw.bgw_notify_pid = MyProcPid;
 
 	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
 	rj = palloc(sizeof(RunningJob));
@@ -218,7 +211,7 @@ dispatch(void)
 		job.dboid = MyDatabaseId;
 
 		begin_tx("idem_etl: claiming a job");
-		claimed = jobs_claim_next(&job.job_id, &job.roleoid);
+		claimed = jobs_lock_state() && jobs_claim_next(&job.job_id, &job.roleoid);
 		if (claimed && (problem = role_problem(job.roleoid)) != NULL)
 		{
 			jobs_fail(job.job_id, problem);
