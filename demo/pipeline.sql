@@ -71,7 +71,36 @@ SELECT * FROM etl_upsert_batch('daily_sales', 'TABLE staging_sales',
 SELECT sale_date, count(*) AS sales, sum(amount) AS total
   FROM daily_sales GROUP BY sale_date ORDER BY sale_date;
 
-\echo '== 6. The ledger: one row per committed call, newest first'
-SELECT run_id, target, run_key, outcome, batch_rows,
-       inserted, updated, unchanged, deleted, run_by
+\echo '== 6. A daily summary partitioned by day: each run replaces its day as a'
+\echo '      whole (a fresh table swapped in), so a rerun cannot double the totals'
+CREATE TABLE store_day (
+    sale_date date          NOT NULL,
+    store     text          NOT NULL,
+    total     numeric(12,2) NOT NULL,
+    PRIMARY KEY (sale_date, store)
+) PARTITION BY RANGE (sale_date);
+SELECT partition_table, rows_loaded, rows_replaced, skipped
+  FROM etl_replace_partition('store_day', '2024-06-02',
+       $$SELECT sale_date, store, sum(amount) AS total FROM daily_sales
+          WHERE sale_date = '2024-06-02' GROUP BY 1, 2$$,
+       granularity => '1 day', run_key => '2024-06-02');
+\echo '   the same run again: skipped, the partition is not rewritten'
+SELECT partition_table, rows_loaded, rows_replaced, skipped
+  FROM etl_replace_partition('store_day', '2024-06-02',
+       $$SELECT sale_date, store, sum(amount) AS total FROM daily_sales
+          WHERE sale_date = '2024-06-02' GROUP BY 1, 2$$,
+       granularity => '1 day', run_key => '2024-06-02');
+
+\echo '== 7. The same load handed to the background worker, which retries it on'
+\echo '      transient errors; etl_wait sleeps until it has ended'
+SELECT etl_submit($$SELECT etl_replace_partition('store_day', '2024-06-01',
+         'SELECT sale_date, store, sum(amount) AS total FROM daily_sales
+           WHERE sale_date = ''2024-06-01'' GROUP BY 1, 2',
+         granularity => '1 day')$$, job_name => 'store_day 2024-06-01') AS job_id \gset
+SELECT etl_wait(:job_id, '1 minute') AS job_status;
+SELECT sale_date, store, total FROM store_day ORDER BY 1, 2;
+
+\echo '== 8. The ledger: one row per committed call, newest first'
+SELECT run_id, operation, coalesce(partition_value, '') AS value, run_key, outcome,
+       batch_rows, inserted, updated, unchanged, rows_loaded, rows_replaced
   FROM idem_etl.run_history;
