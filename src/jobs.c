@@ -277,8 +277,9 @@ Datum
 etl_cancel(PG_FUNCTION_ARGS)
 {
 	int64		job_id = PG_GETARG_INT64(0);
-	Oid			argtypes[1] = {INT8OID};
-	Datum		args[1] = {Int64GetDatum(job_id)};
+	Oid			argtypes[2] = {INT8OID, TEXTOID};
+	Datum		args[2] = {Int64GetDatum(job_id),
+	CStringGetTextDatum(GetUserNameFromId(GetUserId(), false))};
 	char	   *status;
 	pid_t		pid = 0;
 
@@ -290,9 +291,9 @@ etl_cancel(PG_FUNCTION_ARGS)
 		PG_RETURN_BOOL(false);
 	}
 	ledger_exec_as_owner("UPDATE idem_etl.jobs SET status = 'cancelled', finished_at = pg_catalog.now(),"
-						 " last_error = 'cancelled by ' || pg_catalog.quote_ident(CURRENT_USER::pg_catalog.text)"
+						 " last_error = 'cancelled by ' || pg_catalog.quote_ident($2)"
 						 " WHERE job_id = $1 AND status IN ('queued', 'running')",
-						 1, argtypes, args, NULL, SPI_OK_UPDATE);
+						 2, argtypes, args, NULL, SPI_OK_UPDATE);
 	if (SPI_processed > 0 && pid > 0 && strcmp(status, "running") == 0)
 		sqlb_exec(psprintf("SELECT pg_catalog.pg_cancel_backend(%d)", (int) pid));
 	SPI_finish();

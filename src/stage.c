@@ -323,12 +323,13 @@ stage_scan(Stage *stage, TargetKey *key, const char *options)
 						   slot->tts_isnull[i], h);
 		sum[0] += h[0];
 		sum[1] += h[1];
-		if (key == NULL)
-			;
-		else if (!hash_key(kh, key->ncolumns, desc, slot, key->nulls_not_distinct, &keyhash))
-			stage->null_key_rows++;
-		else if (stage->key_hashes && stage->nkey_hashes < stage->nrows)
-			stage->key_hashes[stage->nkey_hashes++] = keyhash;
+		if (key != NULL)
+		{
+			if (!hash_key(kh, key->ncolumns, desc, slot, key->nulls_not_distinct, &keyhash))
+				stage->null_key_rows++;
+			else if (stage->key_hashes && stage->nkey_hashes < stage->nrows)
+				stage->key_hashes[stage->nkey_hashes++] = keyhash;
+		}
 		MemoryContextSwitchTo(oldcxt);
 		MemoryContextReset(rowcxt);
 	}

@@ -78,8 +78,8 @@ append_newer_wins(StringInfo buf, const char *stored, const char *incoming,
 }
 
 static void
-check_privileges(TargetInfo *target, TargetKey *key, Stage *stage,
-				 char **setcols, int nset, bool deletes)
+check_privileges(TargetInfo *target, Stage *stage, char **setcols, int nset,
+				 bool deletes)
 {
 	target_check_privileges(target, stage->columns, stage->ncolumns, ACL_SELECT);
 	target_check_privileges(target, stage->columns, stage->ncolumns, ACL_INSERT);
@@ -340,7 +340,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	if (args.newer_column)
 		require_source_column(target, stage, args.newer_column, "newer_column");
 	setcols = non_key_columns(stage, key, &nset);
-	check_privileges(target, key, stage, setcols, nset, args.delete_missing != NULL);
+	check_privileges(target, stage, setcols, nset, args.delete_missing != NULL);
 
 	if (args.run_key)
 		ledger_lock_key(target->relid, run.operation, args.run_key);
