@@ -10,35 +10,14 @@
 # run_after delays a job; etl_wait returns the status at its timeout.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEtl;
 use Time::HiRes qw(time);
 
-# Every wait below is bounded by this (poll_query_until polls 10 times a
-# second for this many seconds): a broken build fails, it does not hang.
-$PostgreSQL::Test::Utils::timeout_default = 60;
-
-my $node = PostgreSQL::Test::Cluster->new('jobs_basic');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'idem_etl'
-idem_etl.naptime = '100ms'
-idem_etl.max_backoff = '1s'
-});
-$node->start;
-
-# Bounded wait until the job has ended; returns its status.
-sub wait_ended
-{
-	my ($id) = @_;
-	$node->poll_query_until('postgres',
-		"SELECT status NOT IN ('queued', 'running') FROM idem_etl.jobs WHERE job_id = $id"
-	) or diag "job $id did not end in time";
-	return $node->safe_psql('postgres',
-		"SELECT status FROM idem_etl.jobs WHERE job_id = $id");
-}
+my $node = new_node('jobs_basic');
 
 ok( $node->poll_query_until('postgres',
 		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem_etl launcher'"
@@ -98,7 +77,7 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM idem_etl.jobs WHERE comman
 # --- a failing command leaves nothing behind
 $id = $node->safe_psql('postgres',
 	q{SELECT etl_submit($$INSERT INTO t VALUES (2, 'x'), (1, 'duplicate')$$)});
-is(wait_ended($id), 'failed', 'a unique violation fails the job');
+is(wait_ended($node, $id), 'failed', 'a unique violation fails the job');
 is( $node->safe_psql(
 		'postgres',
 		"SELECT attempts, last_error LIKE '23505:%' FROM idem_etl.jobs WHERE job_id = $id"
@@ -233,8 +212,7 @@ is( $node->safe_psql(
 	'cancelled|1',
 	'the cancelled running job was not retried (its 57014 is not transient)');
 
-ok(!$node->log_contains(qr/was terminated by signal/),
-	'no server process crashed');
+no_crash($node, 'no server process crashed');
 
 $node->stop;
 done_testing();

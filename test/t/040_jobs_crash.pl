@@ -14,33 +14,14 @@
 # is killed runs after the restart.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEtl;
 use Time::HiRes qw(time usleep);
 
-$PostgreSQL::Test::Utils::timeout_default = 60;
-
-my $node = PostgreSQL::Test::Cluster->new('jobs_crash');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'idem_etl'
-idem_etl.naptime = '100ms'
-idem_etl.max_backoff = '1s'
-restart_after_crash = on
-});
-$node->start;
-
-sub wait_ended
-{
-	my ($id) = @_;
-	$node->poll_query_until('postgres',
-		"SELECT status NOT IN ('queued', 'running') FROM idem_etl.jobs WHERE job_id = $id"
-	) or diag "job $id did not end in time";
-	return $node->safe_psql('postgres',
-		"SELECT status FROM idem_etl.jobs WHERE job_id = $id");
-}
+my $node = new_node('jobs_crash',
+	restart_after_crash => 'on');
 
 $node->safe_psql(
 	'postgres', q{
@@ -129,7 +110,7 @@ sub finish_after_death
 		),
 		"$what: the job is pending again");
 	$node->safe_psql('postgres', 'UPDATE gate SET armed = false');
-	is(wait_ended($id), 'succeeded', "$what: the job is retried and succeeds");
+	is(wait_ended($node, $id), 'succeeded', "$what: the job is retried and succeeds");
 	is( $node->safe_psql(
 			'postgres', "SELECT attempts FROM idem_etl.jobs WHERE job_id = $id"),
 		'2',
@@ -193,8 +174,7 @@ finish_after_death($id, 't_stop', 'immediate stop');
 ($id, $pid) = start_gated_job('t_fast');
 $log_offset = -s $node->logfile;
 $node->stop('fast');
-ok(!$node->log_contains(qr/was terminated by signal/, $log_offset),
-	'a fast shutdown stops the idem_etl processes without a crash');
+no_crash($node, 'a fast shutdown stops the idem_etl processes without a crash', $log_offset);
 $node->start;
 wait_launcher('after a fast shutdown');
 finish_after_death($id, 't_fast', 'fast shutdown');
@@ -210,7 +190,7 @@ ok(kill('KILL', $launcher), "kill -9 of the launcher (pid $launcher)");
 $node->wait_for_log(qr/\(PID $launcher\) was terminated by signal 9/, $log_offset);
 ok(wait_for_server(), 'the server accepts queries again');
 wait_launcher('after the launcher was killed');
-is(wait_ended($id), 'succeeded', 'the job queued before the crash ran');
+is(wait_ended($node, $id), 'succeeded', 'the job queued before the crash ran');
 is( $node->safe_psql(
 		'postgres', "SELECT count(*) FROM loads WHERE target = 'after launcher crash'"),
 	'1',

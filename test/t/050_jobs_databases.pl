@@ -6,31 +6,12 @@
 # dropped).
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEtl;
 
-$PostgreSQL::Test::Utils::timeout_default = 60;
-
-my $node = PostgreSQL::Test::Cluster->new('jobs_databases');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'idem_etl'
-idem_etl.naptime = '100ms'
-idem_etl.max_backoff = '1s'
-});
-$node->start;
-
-sub wait_ended
-{
-	my ($db, $schema, $id) = @_;
-	$node->poll_query_until($db,
-		"SELECT status NOT IN ('queued', 'running') FROM idem_etl.jobs WHERE job_id = $id"
-	) or diag "job $id in $db did not end in time";
-	return $node->safe_psql($db,
-		"SELECT status FROM idem_etl.jobs WHERE job_id = $id");
-}
+my $node = new_node('jobs_databases');
 
 # the databases where a scheduler runs now, as 'db1,db2'
 sub schedulers_sql
@@ -69,8 +50,8 @@ ok( $node->poll_query_until(
 my $cmd = q{$$INSERT INTO ran SELECT current_database(), current_user$$};
 my $id1 = $node->safe_psql('postgres', "SELECT etl_submit($cmd)");
 my $id2 = $node->safe_psql('db2', "SELECT etl.etl_submit($cmd)");
-is(wait_ended('postgres', 'public', $id1), 'succeeded', 'the job in postgres ran');
-is(wait_ended('db2', 'etl', $id2), 'succeeded', 'the job in db2 ran');
+is(wait_ended($node, $id1, 'postgres'), 'succeeded', 'the job in postgres ran');
+is(wait_ended($node, $id2, 'db2'), 'succeeded', 'the job in db2 ran');
 is($node->safe_psql('postgres', 'SELECT db FROM ran'),
 	'postgres', 'in its own database');
 is($node->safe_psql('db2', 'SELECT db FROM ran'),
@@ -81,9 +62,9 @@ is($node->safe_psql('db2', "SELECT etl.etl_wait($id2, '1 s')"),
 # several jobs in both databases at once
 my @p = map { $node->safe_psql('postgres', "SELECT etl_submit($cmd)") } 1 .. 3;
 my @d = map { $node->safe_psql('db2', "SELECT etl.etl_submit($cmd)") } 1 .. 3;
-is(join(',', map { wait_ended('postgres', 'public', $_) } @p),
+is(join(',', map { wait_ended($node, $_, 'postgres') } @p),
 	'succeeded,succeeded,succeeded', 'three more jobs ran in postgres');
-is(join(',', map { wait_ended('db2', 'etl', $_) } @d),
+is(join(',', map { wait_ended($node, $_, 'db2') } @d),
 	'succeeded,succeeded,succeeded', 'and three in db2');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM ran'), '4', 'four rows in postgres');
 is($node->safe_psql('db2', 'SELECT count(*) FROM ran'), '4', 'four rows in db2');
@@ -95,7 +76,7 @@ ok( $node->poll_query_until('postgres', "SELECT (" . schedulers_sql() . ") = 'db
 # db3 installs the extension later as well
 $node->safe_psql('db3', 'CREATE EXTENSION idem_etl');
 my $id3 = $node->safe_psql('db3', "SELECT etl_submit($cmd)");
-is(wait_ended('db3', 'public', $id3), 'succeeded', 'a third database installing the extension gets its job run');
+is(wait_ended($node, $id3, 'db3'), 'succeeded', 'a third database installing the extension gets its job run');
 is($node->safe_psql('db3', 'SELECT db FROM ran'), 'db3', 'in db3');
 
 # a database that drops the extension is left alone
@@ -112,10 +93,9 @@ ok( $node->poll_query_until('postgres', "SELECT (" . schedulers_sql() . ") = 'db
 
 # the remaining databases still run jobs
 $id1 = $node->safe_psql('postgres', "SELECT etl_submit($cmd)");
-is(wait_ended('postgres', 'public', $id1), 'succeeded', 'postgres still runs jobs');
+is(wait_ended($node, $id1, 'postgres'), 'succeeded', 'postgres still runs jobs');
 
-ok(!$node->log_contains(qr/was terminated by signal/),
-	'no server process crashed');
+no_crash($node, 'no server process crashed');
 
 $node->stop;
 done_testing();

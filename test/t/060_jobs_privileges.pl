@@ -12,21 +12,12 @@
 #   without LOGIN: 28000 (PostgreSQL 15 workers connect as the role).
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEtl;
 
-$PostgreSQL::Test::Utils::timeout_default = 60;
-
-my $node = PostgreSQL::Test::Cluster->new('jobs_privileges');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'idem_etl'
-idem_etl.naptime = '100ms'
-idem_etl.max_backoff = '1s'
-});
-$node->start;
+my $node = new_node('jobs_privileges');
 
 # run SQL as a given role (its own session)
 sub as
@@ -43,16 +34,6 @@ sub as_fails
 	my ($ret, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\n$sql",
 		connstr => $node->connstr('postgres') . " user=$role");
 	return $ret == 0 ? "no error: $out" : $err;
-}
-
-sub wait_ended
-{
-	my ($id) = @_;
-	$node->poll_query_until('postgres',
-		"SELECT status NOT IN ('queued', 'running') FROM idem_etl.jobs WHERE job_id = $id"
-	) or diag "job $id did not end in time";
-	return $node->safe_psql('postgres',
-		"SELECT status FROM idem_etl.jobs WHERE job_id = $id");
 }
 
 $node->safe_psql(
@@ -96,7 +77,7 @@ $id = as('alice',
 	q{SELECT etl_submit($cmd$DO $$BEGIN RESET ROLE; INSERT INTO secret VALUES (3, 'escalated'); END $$
 $cmd$)}
 );
-is(wait_ended($id), 'failed', 'a job trying RESET ROLE fails');
+is(wait_ended($node, $id), 'failed', 'a job trying RESET ROLE fails');
 like($node->safe_psql('postgres', "SELECT last_error FROM idem_etl.jobs WHERE job_id = $id"),
 	qr/^42501:/, 'with 42501');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM secret'),
@@ -107,7 +88,7 @@ $id = $node->safe_psql('postgres', q{
 	SET ROLE alice;
 	SELECT etl_submit($$INSERT INTO whoami SELECT 'set role', current_user, session_user, current_setting('is_superuser')$$);
 });
-is(wait_ended($id), 'succeeded', 'a job submitted by a superuser after SET ROLE alice runs');
+is(wait_ended($node, $id), 'succeeded', 'a job submitted by a superuser after SET ROLE alice runs');
 is( $node->safe_psql(
 		'postgres', qq{
 	SELECT w.cur, w.su, j.submitted_by::text
@@ -118,7 +99,7 @@ $id = $node->safe_psql('postgres', q{
 	SET ROLE alice;
 	SELECT etl_submit($$INSERT INTO secret VALUES (4, 'via set role')$$);
 });
-is(wait_ended($id), 'failed', 'with alice\'s privileges only');
+is(wait_ended($node, $id), 'failed', 'with alice\'s privileges only');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM secret'),
 	'1', 'secret untouched');
 
@@ -175,7 +156,7 @@ is( $node->safe_psql(
 $id = as('dave',
 	q{SELECT etl_submit('SELECT 1', max_attempts => 2, run_after => now() + interval '3 s')});
 $node->safe_psql('postgres', 'DROP ROLE dave');
-is(wait_ended($id), 'failed', 'the job of a role dropped before it ran fails');
+is(wait_ended($node, $id), 'failed', 'the job of a role dropped before it ran fails');
 like($node->safe_psql('postgres', "SELECT last_error FROM idem_etl.jobs WHERE job_id = $id"),
 	qr/^42704:/, 'with 42704 (undefined object) in last_error');
 
@@ -185,7 +166,7 @@ $id = $node->safe_psql('postgres', q{
 	SET ROLE etl_group;
 	SELECT etl_submit('SELECT 1');
 });
-is(wait_ended($id), 'failed', 'the job of a role without LOGIN fails');
+is(wait_ended($node, $id), 'failed', 'the job of a role without LOGIN fails');
 is( $node->safe_psql(
 		'postgres',
 		"SELECT attempts, last_error LIKE '28000:%', submitted_by::text FROM idem_etl.jobs WHERE job_id = $id"
@@ -193,8 +174,7 @@ is( $node->safe_psql(
 	'1|t|etl_group',
 	'with 28000, at once');
 
-ok(!$node->log_contains(qr/was terminated by signal/),
-	'no server process crashed');
+no_crash($node, 'no server process crashed');
 
 $node->stop;
 done_testing();

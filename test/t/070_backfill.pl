@@ -8,21 +8,14 @@
 # spaces the dates.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEtl;
 
 $PostgreSQL::Test::Utils::timeout_default = 90;
 
-my $node = PostgreSQL::Test::Cluster->new('backfill');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'idem_etl'
-idem_etl.naptime = '100ms'
-idem_etl.max_backoff = '1s'
-});
-$node->start;
+my $node = new_node('backfill');
 
 $node->safe_psql(
 	'postgres', q{
@@ -187,8 +180,7 @@ is( $node->safe_psql(
 	'the default job name is "backfill <md5 of the command>:date", so the same unnamed backfill is not queued twice'
 );
 
-ok(!$node->log_contains(qr/was terminated by signal/),
-	'no server process crashed');
+no_crash($node, 'no server process crashed');
 
 $node->stop;
 done_testing();

@@ -8,22 +8,13 @@
 # (Requeueing the jobs of dead workers is shown by 040_jobs_crash.)
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEtl;
 
-$PostgreSQL::Test::Utils::timeout_default = 60;
-
-my $node = PostgreSQL::Test::Cluster->new('janitor');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'idem_etl'
-idem_etl.naptime = '100ms'
-idem_etl.max_backoff = '1s'
-idem_etl.job_retention = '3s'
-});
-$node->start;
+my $node = new_node('janitor',
+	'idem_etl.job_retention' => '3s');
 
 $node->safe_psql(
 	'postgres', q{
@@ -128,8 +119,7 @@ is( $node->safe_psql(
 	'pending jobs are kept, however old');
 is($node->safe_psql('postgres', "SELECT etl_cancel($running)"), 't', 'cancel the sleeper');
 
-ok(!$node->log_contains(qr/was terminated by signal/),
-	'no server process crashed');
+no_crash($node, 'no server process crashed');
 
 $node->stop;
 done_testing();

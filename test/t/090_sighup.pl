@@ -10,23 +10,14 @@ use strict;
 use warnings;
 use Time::HiRes qw(time);
 use List::Util qw(max);
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEtl;
 
-$PostgreSQL::Test::Utils::timeout_default = 60;
-
-my $node = PostgreSQL::Test::Cluster->new('sighup');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'idem_etl'
-idem_etl.naptime = '100ms'
-idem_etl.max_backoff = '1s'
-idem_etl.max_workers = 1
-restart_after_crash = on
-});
-$node->start;
+my $node = new_node('sighup',
+	'idem_etl.max_workers' => '1',
+	restart_after_crash => 'on');
 
 $node->safe_psql(
 	'postgres', q{
@@ -134,9 +125,7 @@ is( $node->safe_psql(
 		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'idem_etl launcher'"),
 	$launcher,
 	'the launcher survived the reload (same pid)');
-ok(!$node->log_contains(qr/was terminated by signal/),
-	'no process crashed on the reload')
-  or diag join("\n", grep { /terminated by signal/ } split /\n/, slurp_file($node->logfile));
+no_crash($node, 'no process crashed on the reload');
 $node->safe_psql('postgres', 'UPDATE gate SET open = true');
 ok( $node->poll_query_until(
 		'postgres',
