@@ -16,21 +16,8 @@ RESET client_min_messages;
 
 CREATE SCHEMA rcreate;
 
--- err(stmt): run stmt, print its SQLSTATE, message, detail and hint
-CREATE FUNCTION rcreate.err(stmt text) RETURNS SETOF text LANGUAGE plpgsql AS $f$
-DECLARE st text; msg text; det text; hnt text;
-BEGIN
-    EXECUTE stmt;
-    RETURN NEXT 'no error';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
-                            det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-    RETURN NEXT 'SQLSTATE ' || st;
-    RETURN NEXT 'message: ' || msg;
-    IF det <> '' THEN RETURN NEXT 'detail: ' || det; END IF;
-    IF hnt <> '' THEN RETURN NEXT 'hint: ' || hnt; END IF;
-END
-$f$;
+\set schema rcreate
+\i sql/include/err.sql
 
 -- where(p): the bound of a partition, its parent and its schema
 CREATE FUNCTION rcreate.where_is(p regclass) RETURNS text LANGUAGE sql AS $$

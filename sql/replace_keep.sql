@@ -15,35 +15,14 @@ DROP EXTENSION IF EXISTS idem_etl CASCADE;
 CREATE EXTENSION idem_etl;
 DROP SCHEMA IF EXISTS rkeep CASCADE;
 DROP SCHEMA IF EXISTS rkeep_owned CASCADE;
-DO $$
-DECLARE r text;
-BEGIN
-    FOREACH r IN ARRAY ARRAY['idem_test_rkeep_reader', 'idem_test_rkeep_owner'] LOOP
-        IF EXISTS (SELECT FROM pg_roles WHERE rolname = r) THEN
-            EXECUTE format('DROP OWNED BY %I', r);
-            EXECUTE format('DROP ROLE %I', r);
-        END IF;
-    END LOOP;
-END $$;
+\set roles {idem_test_rkeep_reader,idem_test_rkeep_owner}
+\i sql/include/drop_roles.sql
 RESET client_min_messages;
 
 CREATE SCHEMA rkeep;
 
--- err(stmt): run stmt, print its SQLSTATE, message, detail and hint
-CREATE FUNCTION rkeep.err(stmt text) RETURNS SETOF text LANGUAGE plpgsql AS $f$
-DECLARE st text; msg text; det text; hnt text;
-BEGIN
-    EXECUTE stmt;
-    RETURN NEXT 'no error';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
-                            det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-    RETURN NEXT 'SQLSTATE ' || st;
-    RETURN NEXT 'message: ' || msg;
-    IF det <> '' THEN RETURN NEXT 'detail: ' || det; END IF;
-    IF hnt <> '' THEN RETURN NEXT 'hint: ' || hnt; END IF;
-END
-$f$;
+\set schema rkeep
+\i sql/include/err.sql
 
 -- the state of the extension: the columns promised, readable by all
 SELECT r.column_name, c.column_name IS NOT NULL AS present

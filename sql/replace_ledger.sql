@@ -10,13 +10,8 @@ SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS idem_etl CASCADE;
 CREATE EXTENSION idem_etl;
 DROP SCHEMA IF EXISTS rledger CASCADE;
-DO $$
-BEGIN
-    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'idem_test_rledger_owner') THEN
-        EXECUTE 'DROP OWNED BY idem_test_rledger_owner';
-        EXECUTE 'DROP ROLE idem_test_rledger_owner';
-    END IF;
-END $$;
+\set roles {idem_test_rledger_owner}
+\i sql/include/drop_roles.sql
 RESET client_min_messages;
 
 CREATE ROLE idem_test_rledger_owner;

@@ -16,21 +16,8 @@ RESET client_min_messages;
 
 CREATE SCHEMA rplain;
 
--- err(stmt): run stmt, print its SQLSTATE, message, detail and hint
-CREATE FUNCTION rplain.err(stmt text) RETURNS SETOF text LANGUAGE plpgsql AS $f$
-DECLARE st text; msg text; det text; hnt text;
-BEGIN
-    EXECUTE stmt;
-    RETURN NEXT 'no error';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
-                            det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-    RETURN NEXT 'SQLSTATE ' || st;
-    RETURN NEXT 'message: ' || msg;
-    IF det <> '' THEN RETURN NEXT 'detail: ' || det; END IF;
-    IF hnt <> '' THEN RETURN NEXT 'hint: ' || hnt; END IF;
-END
-$f$;
+\set schema rplain
+\i sql/include/err.sql
 
 CREATE TABLE rplain.facts (
     d      date NOT NULL,

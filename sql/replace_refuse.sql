@@ -13,35 +13,14 @@ DROP EXTENSION IF EXISTS idem_etl CASCADE;
 CREATE EXTENSION idem_etl;
 DROP SCHEMA IF EXISTS rrefuse CASCADE;
 DROP SCHEMA IF EXISTS rrefuse_owned CASCADE;
-DO $$
-DECLARE r text;
-BEGIN
-    FOREACH r IN ARRAY ARRAY['idem_test_rrefuse_etl', 'idem_test_rrefuse_owner'] LOOP
-        IF EXISTS (SELECT FROM pg_roles WHERE rolname = r) THEN
-            EXECUTE format('DROP OWNED BY %I', r);
-            EXECUTE format('DROP ROLE %I', r);
-        END IF;
-    END LOOP;
-END $$;
+\set roles {idem_test_rrefuse_etl,idem_test_rrefuse_owner}
+\i sql/include/drop_roles.sql
 RESET client_min_messages;
 
 CREATE SCHEMA rrefuse;
 
--- err(stmt): run stmt, print its SQLSTATE, message, detail and hint
-CREATE FUNCTION rrefuse.err(stmt text) RETURNS SETOF text LANGUAGE plpgsql AS $f$
-DECLARE st text; msg text; det text; hnt text;
-BEGIN
-    EXECUTE stmt;
-    RETURN NEXT 'no error';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
-                            det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-    RETURN NEXT 'SQLSTATE ' || st;
-    RETURN NEXT 'message: ' || msg;
-    IF det <> '' THEN RETURN NEXT 'detail: ' || det; END IF;
-    IF hnt <> '' THEN RETURN NEXT 'hint: ' || hnt; END IF;
-END
-$f$;
+\set schema rrefuse
+\i sql/include/err.sql
 
 -- state(): every relation of the schema with its file and rows, and the ledger
 CREATE FUNCTION rrefuse.state() RETURNS text LANGUAGE plpgsql AS $$

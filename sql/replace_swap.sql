@@ -11,16 +11,8 @@ SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS idem_etl CASCADE;
 CREATE EXTENSION idem_etl;
 DROP SCHEMA IF EXISTS rswap CASCADE;
-DO $$
-DECLARE r text;
-BEGIN
-    FOREACH r IN ARRAY ARRAY['idem_test_rswap_owner', 'idem_test_rswap_reader'] LOOP
-        IF EXISTS (SELECT FROM pg_roles WHERE rolname = r) THEN
-            EXECUTE format('DROP OWNED BY %I', r);
-            EXECUTE format('DROP ROLE %I', r);
-        END IF;
-    END LOOP;
-END $$;
+\set roles {idem_test_rswap_owner,idem_test_rswap_reader}
+\i sql/include/drop_roles.sql
 RESET client_min_messages;
 
 CREATE SCHEMA rswap;

@@ -14,21 +14,8 @@ RESET client_min_messages;
 
 CREATE SCHEMA keys;
 
--- err(stmt): run stmt, print its SQLSTATE, message, detail and hint
-CREATE FUNCTION keys.err(stmt text) RETURNS SETOF text LANGUAGE plpgsql AS $f$
-DECLARE st text; msg text; det text; hnt text;
-BEGIN
-    EXECUTE stmt;
-    RETURN NEXT 'no error';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
-                            det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-    RETURN NEXT 'SQLSTATE ' || st;
-    RETURN NEXT 'message: ' || msg;
-    IF det <> '' THEN RETURN NEXT 'detail: ' || det; END IF;
-    IF hnt <> '' THEN RETURN NEXT 'hint: ' || hnt; END IF;
-END
-$f$;
+\set schema keys
+\i sql/include/err.sql
 
 --
 -- the default key is the primary key

@@ -11,32 +11,14 @@ SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS idem_etl CASCADE;
 CREATE EXTENSION idem_etl;
 DROP SCHEMA IF EXISTS ledger CASCADE;
-DO $$
-BEGIN
-    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'idem_test_ledger_reader') THEN
-        EXECUTE 'DROP OWNED BY idem_test_ledger_reader';
-        EXECUTE 'DROP ROLE idem_test_ledger_reader';
-    END IF;
-END $$;
+\set roles {idem_test_ledger_reader}
+\i sql/include/drop_roles.sql
 RESET client_min_messages;
 
 CREATE SCHEMA ledger;
 
--- err(stmt): run stmt, print its SQLSTATE, message, detail and hint
-CREATE FUNCTION ledger.err(stmt text) RETURNS SETOF text LANGUAGE plpgsql AS $f$
-DECLARE st text; msg text; det text; hnt text;
-BEGIN
-    EXECUTE stmt;
-    RETURN NEXT 'no error';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
-                            det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-    RETURN NEXT 'SQLSTATE ' || st;
-    RETURN NEXT 'message: ' || msg;
-    IF det <> '' THEN RETURN NEXT 'detail: ' || det; END IF;
-    IF hnt <> '' THEN RETURN NEXT 'hint: ' || hnt; END IF;
-END
-$f$;
+\set schema ledger
+\i sql/include/err.sql
 
 -- the ledger has (at least) these columns
 SELECT r.column_name, c.data_type
