@@ -18,6 +18,7 @@ OBJS = \
 	src/replace.o \
 	src/upsert.o \
 	src/jobs.o \
+	src/worker_common.o \
 	src/worker_shmem.o \
 	src/worker_launcher.o \
 	src/worker_scheduler.o \

@@ -27,6 +27,8 @@ extern void worker_slot_release(int slot);
 
 extern void worker_describe(BackgroundWorker *bgw, const char *function,
 							const char *type);
+extern void worker_begin_tx(const char *activity);
+extern void worker_end_tx(void);
 extern void worker_register_launcher(void);
 
 /* Entry points, named in BackgroundWorker.bgw_function_name */

@@ -22,23 +22,6 @@
 #include "jobs.h"
 #include "worker.h"
 
-static void
-begin_tx(void)
-{
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-}
-
-static void
-end_tx(void)
-{
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-}
-
 void
 idem_job_main(Datum arg)
 {
@@ -62,12 +45,12 @@ idem_job_main(Datum arg)
 	 * The job's statement and the 'succeeded' mark commit together, so a
 	 * crash leaves the job running, and the scheduler then retries it.
 	 */
-	begin_tx();
+	worker_begin_tx(NULL);
 	command = jobs_command(job.job_id);
 	if (command == NULL)
 	{
 		/* cancelled, or taken over, since it was claimed */
-		end_tx();
+		worker_end_tx();
 		proc_exit(0);
 	}
 	command = MemoryContextStrdup(workcxt, command);
@@ -83,7 +66,7 @@ idem_job_main(Datum arg)
 			elog(ERROR, "SPI_execute failed");
 		disable_timeout(STATEMENT_TIMEOUT, false);
 		jobs_succeeded(job.job_id);
-		end_tx();
+		worker_end_tx();
 	}
 	PG_CATCH();
 	{
@@ -98,11 +81,10 @@ idem_job_main(Datum arg)
 
 	if (failure)
 	{
-		begin_tx();
+		worker_begin_tx(NULL);
 		jobs_attempt_failed(job.job_id, failure->sqlerrcode, failure->message);
-		end_tx();
+		worker_end_tx();
 	}
 	debug_query_string = NULL;
-	pgstat_report_activity(STATE_IDLE, NULL);
 	proc_exit(0);
 }

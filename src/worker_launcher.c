@@ -20,7 +20,6 @@
 #include "access/xact.h"
 #include "catalog/pg_database.h"
 #include "miscadmin.h"
-#include "postmaster/postmaster.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
@@ -45,26 +44,6 @@ typedef struct SchedulerEntry
 } SchedulerEntry;
 
 static List *schedulers = NIL;
-
-/*
- * Describe one of idem_etl's workers: type is what pg_stat_activity shows
- * as backend_type.  Only the launcher restarts by itself; the others are
- * started again by their parent, which is notified when they stop.
- */
-void
-worker_describe(BackgroundWorker *bgw, const char *function, const char *type)
-{
-	memset(bgw, 0, sizeof(BackgroundWorker));
-	bgw->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	bgw->bgw_start_time = BgWorkerStart_RecoveryFinished;
-	bgw->bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(bgw->bgw_library_name, BGW_MAXLEN, "idem_etl");
-	snprintf(bgw->bgw_function_name, BGW_MAXLEN, "%s", function);
-	snprintf(bgw->bgw_name, BGW_MAXLEN, "%s", type);
-	snprintf(bgw->bgw_type, BGW_MAXLEN, "%s", type);
-	if (MyProcPid != PostmasterPid)
-		bgw->bgw_notify_pid = MyProcPid;
-}
 
 void
 worker_register_launcher(void)

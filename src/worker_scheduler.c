@@ -31,26 +31,6 @@
 #include "sql_build.h"
 #include "worker.h"
 
-static void
-begin_tx(const char *activity)
-{
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, activity);
-}
-
-static void
-end_tx(void)
-{
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	pgstat_report_stat(false);
-	pgstat_report_activity(STATE_IDLE, NULL);
-}
-
 static bool
 extension_present(void)
 {
@@ -122,7 +102,7 @@ housekeeping(void)
 {
 	bool		present;
 
-	begin_tx("idem_etl: housekeeping");
+	worker_begin_tx("idem_etl: housekeeping");
 	present = extension_present();
 	if (present && jobs_lock_state())
 	{
@@ -135,7 +115,7 @@ housekeeping(void)
 		(void) kept_cleanup();
 		(void) jobs_purge_finished();
 	}
-	end_tx();
+	worker_end_tx();
 	return present;
 }
 
@@ -210,16 +190,16 @@ dispatch(void)
 			return;
 		job.dboid = MyDatabaseId;
 
-		begin_tx("idem_etl: claiming a job");
+		worker_begin_tx("idem_etl: claiming a job");
 		claimed = jobs_lock_state() && jobs_claim_next(&job.job_id, &job.roleoid);
 		if (claimed && (problem = role_problem(job.roleoid)) != NULL)
 		{
 			jobs_fail(job.job_id, problem);
-			end_tx();
+			worker_end_tx();
 			worker_slot_release(slot);
 			continue;
 		}
-		end_tx();
+		worker_end_tx();
 		if (!claimed)
 		{
 			worker_slot_release(slot);
@@ -236,9 +216,9 @@ dispatch(void)
 						(errmsg("idem_etl could not start a job worker"),
 						 errhint("Raise max_worker_processes.")));
 				worker_slot_release(slot);
-				begin_tx("idem_etl: job worker did not start");
+				worker_begin_tx("idem_etl: job worker did not start");
 				jobs_unclaim(job.job_id);
-				end_tx();
+				worker_end_tx();
 				return;
 			default:
 
@@ -249,9 +229,9 @@ dispatch(void)
 				reap();
 				return;
 		}
-		begin_tx("idem_etl: job worker started");
+		worker_begin_tx("idem_etl: job worker started");
 		jobs_set_pid(job.job_id, pid);
-		end_tx();
+		worker_end_tx();
 	}
 }
 
