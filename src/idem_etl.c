@@ -10,6 +10,7 @@
 #include "postmaster/postmaster.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/tuplestore.h"
@@ -33,6 +34,34 @@ bool		idem_preloaded = false;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 #endif
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+
+/* Only DROP DATABASE concerns idem_etl: its workers must leave first. */
+static void
+idem_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+#if PG_VERSION_NUM >= 140000
+					bool readOnlyTree,
+#endif
+					ProcessUtilityContext context, ParamListInfo params,
+					QueryEnvironment *queryEnv, DestReceiver *dest,
+					QueryCompletion *qc)
+{
+	if (IsA(pstmt->utilityStmt, DropdbStmt))
+		worker_stop_in_database(((DropdbStmt *) pstmt->utilityStmt)->dbname);
+#if PG_VERSION_NUM >= 140000
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+							queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+								queryEnv, dest, qc);
+#else
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(pstmt, queryString, context, params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, context, params, queryEnv, dest, qc);
+#endif
+}
 
 static void
 idem_shmem_request(void)
@@ -115,6 +144,8 @@ _PG_init(void)
 #endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = idem_shmem_startup;
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = idem_ProcessUtility;
 	worker_register_launcher();
 }
 

@@ -29,6 +29,7 @@ extern void worker_describe(BackgroundWorker *bgw, const char *function,
 							const char *type);
 extern void worker_begin_tx(const char *activity);
 extern void worker_end_tx(void);
+extern void worker_stop_in_database(const char *dbname);
 extern void worker_register_launcher(void);
 
 /* Entry points, named in BackgroundWorker.bgw_function_name */

@@ -6,6 +6,8 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -57,4 +59,40 @@ worker_end_tx(void)
 	CommitTransactionCommand();
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/*
+ * DROP DATABASE refuses while other sessions are connected, and a scheduler
+ * stays connected to its database: ask idem_etl's workers there to exit
+ * first (DROP DATABASE waits a few seconds for them).  The launcher starts
+ * no new scheduler there for a while (PROBE_EVERY naptimes).
+ */
+void
+worker_stop_in_database(const char *dbname)
+{
+	Oid			dboid = get_database_oid(dbname, true);
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1];
+	uint64		n;
+
+	if (!OidIsValid(dboid))
+		return;
+	args[0] = ObjectIdGetDatum(dboid);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT pid FROM pg_catalog.pg_stat_activity"
+							  " WHERE datid = $1 AND backend_type IN"
+							  " ('idem_etl scheduler', 'idem_etl job')",
+							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "listing idem_etl's workers failed");
+	n = SPI_processed;
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+		pid_t		pid = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
+													  SPI_tuptable->tupdesc, 1, &isnull));
+
+		if (!isnull)
+			(void) kill(pid, SIGTERM);
+	}
+	SPI_finish();
 }

@@ -7,9 +7,10 @@
  *
  * Whether a database has the extension can only be seen from inside it, so
  * the launcher starts a scheduler there, which exits at once when the
- * extension is missing; such a database is looked at again every
- * PROBE_EVERY naptimes, so that one that installs the extension later is
- * picked up without a restart.
+ * extension is missing; PROBE_EVERY naptimes after a scheduler stopped, its
+ * database is looked at again, so that one that installs the extension
+ * later is picked up without a restart (and one being dropped is left
+ * alone meanwhile).
  */
 #include "postgres.h"
 
@@ -39,7 +40,7 @@ typedef struct SchedulerEntry
 {
 	Oid			dboid;
 	BackgroundWorkerHandle *handle;
-	TimestampTz started_at;
+	TimestampTz stopped_at;		/* when first seen stopped, or 0 */
 	bool		seen;			/* still in pg_database */
 } SchedulerEntry;
 
@@ -102,7 +103,7 @@ start_scheduler(SchedulerEntry *entry)
 				(errmsg("idem_etl launcher could not start a scheduler for database %u", entry->dboid),
 				 errhint("Raise max_worker_processes.")));
 	}
-	entry->started_at = GetCurrentTimestamp();
+	entry->stopped_at = 0;
 	MemoryContextSwitchTo(oldcxt);
 }
 
@@ -144,8 +145,11 @@ visit_databases(void)
 			MemoryContextSwitchTo(oldcxt);
 			start_scheduler(entry);
 		}
-		else if (!scheduler_running(entry) &&
-				 TimestampDifferenceExceeds(entry->started_at, now, idem_naptime * PROBE_EVERY))
+		else if (scheduler_running(entry))
+			entry->stopped_at = 0;
+		else if (entry->stopped_at == 0)
+			entry->stopped_at = now;
+		else if (TimestampDifferenceExceeds(entry->stopped_at, now, idem_naptime * PROBE_EVERY))
 			start_scheduler(entry);
 		entry->seen = true;
 	}

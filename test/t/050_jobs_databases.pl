@@ -91,7 +91,19 @@ is($ret, 0, 'so db2 can be dropped') or diag $err;
 ok( $node->poll_query_until('postgres', "SELECT (" . schedulers_sql() . ") = 'db3,postgres'"),
 	'the other databases keep their schedulers');
 
-# the remaining databases still run jobs
+# a plain DROP DATABASE of a database whose scheduler is running: the
+# scheduler is asked to leave first
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem_etl scheduler' AND datname = 'db3'"
+	),
+	'db3 has its scheduler');
+($ret, $out, $err) = $node->psql('postgres', 'DROP DATABASE db3');
+is($ret, 0, 'a database with a running scheduler can be dropped without FORCE') or diag $err;
+ok( $node->poll_query_until('postgres', "SELECT (" . schedulers_sql() . ") = 'postgres'"),
+	'the remaining database keeps its scheduler');
+
+# the remaining database still runs jobs
 $id1 = $node->safe_psql('postgres', "SELECT etl_submit($cmd)");
 is(wait_ended($node, $id1, 'postgres'), 'succeeded', 'postgres still runs jobs');
 
