@@ -1,11 +1,14 @@
 /*
  * ledger.c
- *		The run ledger (idem_etl.runs) and the per-run-key lock.
+ *		The run ledger (idem_etl.runs), the locks that serialize runs, and
+ *		writes to the extension's state with its owner's rights.
  *
  * Every committed call adds a row.  The table is readable by everybody and
  * writable by nobody but its owner: rows are inserted here with the owner's
  * rights, after the operation itself succeeded, so that no role can forge a
- * run that would make somebody else's load be skipped.
+ * run that would make somebody else's load be skipped.  The other state
+ * tables (kept partitions, jobs) are written the same way, through
+ * ledger_exec_as_owner.
  */
 #include "postgres.h"
 

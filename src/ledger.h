@@ -1,6 +1,7 @@
 /*
  * ledger.h
- *		The run ledger (idem_etl.runs) and the per-run-key lock.
+ *		The run ledger (idem_etl.runs), the locks that serialize runs, and
+ *		writes to the extension's state with its owner's rights.
  */
 #ifndef IDEM_LEDGER_H
 #define IDEM_LEDGER_H
