@@ -16,7 +16,6 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
-#include "parser/parser.h"
 #include "pgstat.h"
 #include "storage/latch.h"
 #include "storage/lmgr.h"
@@ -64,14 +63,8 @@ submit(const char *command, const char *job_name, int32 max_attempts,
 	Oid			argtypes[6] = {TEXTOID, TEXTOID, INT4OID, NAMEOID, OIDOID, TIMESTAMPTZOID};
 	Datum		args[6];
 	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
-	List	   *stmts;
 
-#if PG_VERSION_NUM >= 140000
-	stmts = raw_parser(command, RAW_PARSE_DEFAULT);
-#else
-	stmts = raw_parser(command);
-#endif
-	if (list_length(stmts) != 1)
+	if (list_length(sqlb_parse(command)) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_SYNTAX_ERROR),
 				 errmsg("a job must be exactly one SQL statement"),

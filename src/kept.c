@@ -109,9 +109,8 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	SPI_execute_with_args("SELECT k.kept_id, c.relname, k.bound, k.check_sql, k.partition_name,"
 						  " greatest(k.keep_until - pg_catalog.now(), '0'::pg_catalog.interval)"
 						  " FROM idem_etl.replaced_partitions k"
-						  " JOIN pg_catalog.pg_class c ON c.oid = k.kept_table::pg_catalog.regclass"
+						  " JOIN pg_catalog.pg_class c ON c.oid = pg_catalog.to_regclass(k.kept_table)"
 						  " WHERE k.target_oid = $1 AND k.partition_value = $2"
-						  " AND pg_catalog.to_regclass(k.kept_table) IS NOT NULL"
 						  " ORDER BY k.kept_id DESC LIMIT 1",
 						  2, argtypes, args, NULL, false, 1);
 	if (SPI_processed != 1)

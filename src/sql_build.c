@@ -38,8 +38,8 @@ parse_error_callback(void *arg)
 	}
 }
 
-static List *
-parse_sql(const char *sql)
+List *
+sqlb_parse(const char *sql)
 {
 	ErrorContextCallback errcallback;
 	List	   *stmts;
@@ -67,7 +67,7 @@ parse_wrapped(const char *prefix, const char *fragment)
 	List	   *stmts;
 	Node	   *stmt;
 
-	stmts = parse_sql(psprintf("%s%s\n", prefix, fragment));
+	stmts = sqlb_parse(psprintf("%s%s\n", prefix, fragment));
 	if (list_length(stmts) != 1)
 		return NULL;
 	stmt = linitial_node(RawStmt, stmts)->stmt;
@@ -93,7 +93,7 @@ not_single(const char *argname, const char *what, const char *hint)
 char *
 sqlb_single_query(const char *sql, const char *argname)
 {
-	List	   *stmts = parse_sql(sql);
+	List	   *stmts = sqlb_parse(sql);
 	RawStmt    *raw;
 
 	if (list_length(stmts) != 1 ||

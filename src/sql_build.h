@@ -9,6 +9,9 @@
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 
+/* Raw parse trees; syntax errors point into sql itself. */
+extern List *sqlb_parse(const char *sql);
+
 /* Checks on SQL text taken from an argument; each returns or raises 42601. */
 extern char *sqlb_single_query(const char *sql, const char *argname);
 extern void sqlb_check_sort_list(const char *fragment, const char *argname);
