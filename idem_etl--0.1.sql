@@ -97,7 +97,7 @@ CREATE TABLE idem_etl.jobs (
     status           text        NOT NULL DEFAULT 'queued'
                      CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
     attempts         integer     NOT NULL DEFAULT 0,
-    max_attempts     integer     NOT NULL CHECK (max_attempts >= 1),
+    max_attempts     integer     NOT NULL CHECK (max_attempts BETWEEN 1 AND 100),
     last_error       text,
     submitted_by     name        NOT NULL,
     submitted_by_oid oid         NOT NULL,
@@ -107,7 +107,9 @@ CREATE TABLE idem_etl.jobs (
     finished_at      timestamptz,
     worker_pid       integer
 );
-CREATE UNIQUE INDEX jobs_pending_name ON idem_etl.jobs (job_name)
+-- Job names are per submitting role: another role's job of the same name
+-- is neither returned to you nor in your way.
+CREATE UNIQUE INDEX jobs_pending_name ON idem_etl.jobs (submitted_by_oid, job_name)
     WHERE status IN ('queued', 'running');
 CREATE INDEX jobs_due ON idem_etl.jobs (run_after, job_id) WHERE status = 'queued';
 COMMENT ON TABLE idem_etl.jobs IS 'idem_etl job queue (written by the extension only)';

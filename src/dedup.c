@@ -29,13 +29,13 @@ check_conflicts(TargetInfo *target, TargetKey *key, const char *rel, bool tie)
 	char	   *example;
 
 	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT count(*)::pg_catalog.int8, pg_catalog.min(k) FROM (SELECT pg_catalog.concat('('");
+	appendStringInfoString(&sql, "SELECT pg_catalog.count(*)::pg_catalog.int8, pg_catalog.min(k) FROM (SELECT pg_catalog.concat('('");
 	for (int i = 0; i < key->ncolumns; i++)
 		appendStringInfo(&sql, ", %scoalesce(a.%s::pg_catalog.text, 'null')",
 						 i ? "', ', " : "", quote_identifier(key->names[i]));
 	appendStringInfo(&sql, ", ')') AS k FROM %s a WHERE EXISTS (SELECT 1 FROM %s b WHERE ",
 					 rel, rel);
-	sqlb_append_key_match(&sql, "a", "b", key->names, key->ncolumns, true);
+	sqlb_append_key_match(&sql, "a", "b", key->names, key->eqops, key->ncolumns, true);
 	appendStringInfoString(&sql, " AND NOT (a OPERATOR(pg_catalog.*=) b)) GROUP BY 1) c");
 	sqlb_exec(sql.data);
 
@@ -130,8 +130,9 @@ dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql,
-					 "SELECT count(*) FILTER (WHERE n > 1)::pg_catalog.int8, count(*)::pg_catalog.int8"
-					 " FROM (SELECT count(*) AS n FROM %s GROUP BY %s) g",
+					 "SELECT pg_catalog.count(*) FILTER (WHERE n OPERATOR(pg_catalog.>) 1)::pg_catalog.int8,"
+					 " pg_catalog.count(*)::pg_catalog.int8"
+					 " FROM (SELECT pg_catalog.count(*) AS n FROM %s GROUP BY %s) g",
 					 stage->name, keys.data);
 	sqlb_exec(sql.data);
 	dup_keys = sqlb_result_int8(1);
@@ -145,7 +146,7 @@ dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_
 		resetStringInfo(&sql);
 		appendStringInfoString(&sql, "SELECT ");
 		sqlb_append_columns(&sql, NULL, stage->columns, stage->ncolumns);
-		appendStringInfo(&sql, " FROM (SELECT s.*, pg_catalog.rank() OVER (PARTITION BY %s ORDER BY %s\n) AS idem_etl_rank FROM %s s) r WHERE idem_etl_rank = 1",
+		appendStringInfo(&sql, " FROM (SELECT s.*, pg_catalog.rank() OVER (PARTITION BY %s ORDER BY %s\n) AS idem_etl_rank FROM %s s) r WHERE idem_etl_rank OPERATOR(pg_catalog.=) 1",
 						 keys.data, order_by, stage->name);
 		from = create_temp_as("ranked", sql.data);
 	}

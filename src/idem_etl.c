@@ -71,6 +71,7 @@ idem_shmem_request(void)
 		prev_shmem_request_hook();
 #endif
 	RequestAddinShmemSpace(worker_shmem_size());
+	worker_shmem_request();
 }
 
 static void

@@ -24,6 +24,7 @@
 #include "utils/date.h"
 #include "utils/datetime.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -39,7 +40,12 @@ PG_FUNCTION_INFO_V1(etl_wait);
 PG_FUNCTION_INFO_V1(etl_cancel);
 PG_FUNCTION_INFO_V1(etl_backfill);
 
-#define JOB_ENDED "('succeeded', 'failed', 'cancelled')"
+/* The job's status is one of these: conditions with qualified operators. */
+#define JOB_PENDING "status OPERATOR(pg_catalog.=) ANY ('{queued,running}'::pg_catalog.text[])"
+#define JOB_ENDED "status OPERATOR(pg_catalog.=) ANY ('{succeeded,failed,cancelled}'::pg_catalog.text[])"
+
+/* The most attempts a job may have; the backoff of the last is bounded. */
+#define MAX_ATTEMPTS 100
 
 static void
 require_preload(void)
@@ -52,9 +58,40 @@ require_preload(void)
 				 errhint("Add idem_etl to shared_preload_libraries in postgresql.conf and restart the server.")));
 }
 
+/* What every job's command must be: one statement that is not BEGIN/COMMIT. */
+static void
+check_command(const char *command)
+{
+	List	   *stmts = sqlb_parse(command);
+
+	if (list_length(stmts) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYNTAX_ERROR),
+				 errmsg("a job must be exactly one SQL statement"),
+				 errhint("Wrap several statements in a function or procedure and submit its call.")));
+	if (IsA(linitial_node(RawStmt, stmts)->stmt, TransactionStmt))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a job cannot be a transaction control statement"),
+				 errdetail("Each job runs in a transaction of its own, which commits together with the job's status."),
+				 errhint("Submit the statement that does the work; wrap several in a procedure or function.")));
+}
+
+static void
+check_max_attempts(int32 max_attempts)
+{
+	if (max_attempts < 1 || max_attempts > MAX_ATTEMPTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_attempts must be between 1 and %d", MAX_ATTEMPTS),
+				 errdetail("It is %d.", max_attempts)));
+}
+
 /*
  * Queue one statement to run as the current role; with a name, return the
- * queued or running job of that name instead of queueing another.
+ * current role's queued or running job of that name instead of queueing
+ * another.  Names are per role: another role's job of the same name is
+ * neither returned nor in the way.
  */
 static int64
 submit(const char *command, const char *job_name, int32 max_attempts,
@@ -64,25 +101,20 @@ submit(const char *command, const char *job_name, int32 max_attempts,
 	Datum		args[6];
 	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 
-	if (list_length(sqlb_parse(command)) != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_SYNTAX_ERROR),
-				 errmsg("a job must be exactly one SQL statement"),
-				 errhint("Wrap several statements in a function or procedure and submit its call.")));
-	if (max_attempts < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_attempts must be at least 1")));
+	check_command(command);
+	check_max_attempts(max_attempts);
+	ledger_check_length("job_name", job_name);
 
 	if (job_name)
 	{
-		Oid			nametype[1] = {TEXTOID};
-		Datum		name[1] = {CStringGetTextDatum(job_name)};
+		Oid			nametypes[2] = {TEXTOID, OIDOID};
+		Datum		name[2] = {CStringGetTextDatum(job_name), ObjectIdGetDatum(GetUserId())};
 
-		ledger_lock_key(InvalidOid, "job", job_name);
-		ledger_exec_as_owner("SELECT job_id FROM idem_etl.jobs WHERE job_name = $1"
-							 " AND status IN ('queued', 'running')",
-							 1, nametype, name, NULL, SPI_OK_SELECT);
+		ledger_lock_key(GetUserId(), "job", job_name);
+		ledger_exec_as_owner("SELECT job_id FROM idem_etl.jobs"
+							 " WHERE submitted_by_oid OPERATOR(pg_catalog.=) $2"
+							 " AND job_name OPERATOR(pg_catalog.=) $1 AND " JOB_PENDING,
+							 2, nametypes, name, NULL, SPI_OK_SELECT);
 		if (SPI_processed > 0)
 			return sqlb_result_int8(1);
 		args[1] = name[0];
@@ -140,6 +172,21 @@ etl_backfill(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("command, from_value, to_value and step must not be NULL")));
+	if (PG_GETARG_DATEADT(1) > PG_GETARG_DATEADT(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("from_value must not be later than to_value"),
+				 errhint("Swap the two dates.")));
+	{
+		Interval   *step = PG_GETARG_INTERVAL_P(3);
+
+		if (step->month < 0 || step->day < 0 || step->time < 0 ||
+			(step->month == 0 && step->day == 0 && step->time == 0))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("step must be a positive interval"),
+					 errhint("Pass a step such as '1 day'.")));
+	}
 	store = idem_srf_store(fcinfo, &desc);
 	SPI_connect();
 	command = idem_text_arg(fcinfo, 0);
@@ -187,31 +234,44 @@ etl_backfill(PG_FUNCTION_ARGS)
 
 /*
  * The job's status, as committed now (so that waiting inside a REPEATABLE
- * READ transaction still sees the job end); NULL when the caller cannot see
- * it.
+ * READ transaction still sees the job end), copied into cxt, with its
+ * worker's pid.  A job the caller may not see is reported exactly like one
+ * that does not exist.
  */
 static char *
-job_status(int64 job_id, pid_t *pid)
+job_status(SPIPlanPtr plan, int64 job_id, MemoryContext cxt, pid_t *pid)
 {
-	Oid			argtypes[1] = {INT8OID};
 	Datum		args[1] = {Int64GetDatum(job_id)};
-	SPIPlanPtr	plan = sqlb_prepare("SELECT status, worker_pid FROM idem_etl.jobs WHERE job_id = $1",
-									1, argtypes);
-	char	   *status = NULL;
+	char	   *status;
+	bool		isnull;
+	Datum		d;
 
 	if (SPI_execute_snapshot(plan, args, NULL, GetLatestSnapshot(), InvalidSnapshot,
 							 true, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "reading the job failed");
-	if (SPI_processed == 1)
-	{
-		bool		isnull;
-
-		status = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		if (pid)
-			*pid = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	}
-	SPI_freeplan(plan);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("job %lld does not exist or is not visible to role \"%s\"",
+						(long long) job_id, GetUserNameFromId(GetUserId(), false)),
+				 errhint("A role sees only the jobs of roles it is a member of.")));
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	status = MemoryContextStrdup(cxt, TextDatumGetCString(d));
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	if (pid)
+		*pid = isnull ? 0 : DatumGetInt32(d);
+	SPI_freetuptable(SPI_tuptable);
 	return status;
+}
+
+/* Read with the caller's rights: row security shows it its own jobs only. */
+static SPIPlanPtr
+job_status_plan(void)
+{
+	Oid			argtypes[1] = {INT8OID};
+
+	return sqlb_prepare("SELECT status, worker_pid FROM idem_etl.jobs"
+						" WHERE job_id OPERATOR(pg_catalog.=) $1", 1, argtypes);
 }
 
 static bool
@@ -221,15 +281,28 @@ status_ended(const char *status)
 		strcmp(status, "cancelled") == 0;
 }
 
-/* Sleep on the latch between looks at the job: no busy waiting. */
+/*
+ * Sleep on the latch between looks at the job: no busy waiting.  Each look
+ * allocates in a context reset before the next, so a long wait does not
+ * grow; the status returned is copied to the caller's context before SPI's
+ * memory goes away.
+ */
 Datum
 etl_wait(PG_FUNCTION_ARGS)
 {
-	int64		job_id = PG_GETARG_INT64(0);
+	MemoryContext callercxt = CurrentMemoryContext;
+	MemoryContext pollcxt;
+	int64		job_id;
 	Interval   *timeout = PG_ARGISNULL(1) ? NULL : PG_GETARG_INTERVAL_P(1);
 	TimestampTz deadline;
+	SPIPlanPtr	plan;
 	char	   *status;
 
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("job_id must not be NULL")));
+	job_id = PG_GETARG_INT64(0);
 	if (timeout == NULL)
 		deadline = DT_NOEND;
 	else
@@ -237,16 +310,15 @@ etl_wait(PG_FUNCTION_ARGS)
 														   TimestampTzGetDatum(GetCurrentTimestamp()),
 														   IntervalPGetDatum(timeout)));
 	SPI_connect();
+	plan = job_status_plan();
+	pollcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl wait",
+									ALLOCSET_SMALL_SIZES);
 	for (;;)
 	{
 		long		remaining;
 
-		status = job_status(job_id, NULL);
-		if (status == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("job %lld does not exist", (long long) job_id),
-					 errhint("A role sees only its own jobs in idem_etl.jobs.")));
+		MemoryContextReset(pollcxt);
+		status = job_status(plan, job_id, pollcxt, NULL);
 		if (status_ended(status))
 			break;
 		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
@@ -257,7 +329,7 @@ etl_wait(PG_FUNCTION_ARGS)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
-	status = pstrdup(status);
+	status = MemoryContextStrdup(callercxt, status);
 	SPI_finish();
 	PG_RETURN_TEXT_P(cstring_to_text(status));
 }
@@ -277,18 +349,18 @@ etl_cancel(PG_FUNCTION_ARGS)
 	pid_t		pid = 0;
 
 	SPI_connect();
-	status = job_status(job_id, &pid);
-	if (status == NULL || status_ended(status))
+	status = job_status(job_status_plan(), job_id, CurrentMemoryContext, &pid);
+	if (status_ended(status))
 	{
 		SPI_finish();
 		PG_RETURN_BOOL(false);
 	}
 	ledger_exec_as_owner("UPDATE idem_etl.jobs SET status = 'cancelled', finished_at = pg_catalog.now(),"
-						 " last_error = 'cancelled by ' || pg_catalog.quote_ident($2)"
-						 " WHERE job_id = $1 AND status IN ('queued', 'running')",
+						 " last_error = pg_catalog.concat('cancelled by ', pg_catalog.quote_ident($2))"
+						 " WHERE job_id OPERATOR(pg_catalog.=) $1 AND " JOB_PENDING,
 						 2, argtypes, args, NULL, SPI_OK_UPDATE);
 	if (SPI_processed > 0 && pid > 0 && strcmp(status, "running") == 0)
-		sqlb_exec(psprintf("SELECT pg_catalog.pg_cancel_backend(%d)", (int) pid));
+		(void) DirectFunctionCall1(pg_cancel_backend, Int32GetDatum(pid));
 	SPI_finish();
 	PG_RETURN_BOOL(true);
 }
@@ -347,13 +419,17 @@ jobs_requeue_dead(List *live_pids)
 		pids[n++] = Int32GetDatum(lfirst_int(lc));
 	args[0] = PointerGetDatum(construct_array(pids, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
 	if (SPI_execute_with_args("UPDATE idem_etl.jobs j SET"
-							  " status = CASE WHEN attempts < max_attempts THEN 'queued' ELSE 'failed' END,"
-							  " finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE pg_catalog.now() END,"
+							  " status = CASE WHEN attempts OPERATOR(pg_catalog.<) max_attempts"
+							  " THEN 'queued' ELSE 'failed' END,"
+							  " finished_at = CASE WHEN attempts OPERATOR(pg_catalog.<) max_attempts"
+							  " THEN NULL ELSE pg_catalog.now() END,"
 							  " run_after = pg_catalog.now(), worker_pid = NULL,"
 							  " last_error = '57P02: the backend running the job ended before it finished'"
-							  " WHERE status = 'running' AND NOT (j.worker_pid = ANY ($1))"
+							  " WHERE status OPERATOR(pg_catalog.=) 'running'"
+							  " AND (j.worker_pid IS NULL OR NOT (j.worker_pid OPERATOR(pg_catalog.=) ANY ($1)))"
 							  " AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a"
-							  " WHERE a.pid = j.worker_pid AND a.backend_type = 'idem_etl job')",
+							  " WHERE a.pid OPERATOR(pg_catalog.=) j.worker_pid"
+							  " AND a.backend_type OPERATOR(pg_catalog.=) 'idem_etl job')",
 							  1, argtypes, args, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "requeueing the jobs of dead workers failed");
 	return (int) SPI_processed;
@@ -365,10 +441,12 @@ jobs_claim_next(int64 *job_id, Oid *roleoid)
 {
 	bool		isnull;
 
-	sqlb_exec("UPDATE idem_etl.jobs SET status = 'running', attempts = attempts + 1,"
+	sqlb_exec("UPDATE idem_etl.jobs SET status = 'running',"
+			  " attempts = attempts OPERATOR(pg_catalog.+) 1,"
 			  " started_at = pg_catalog.now(), worker_pid = NULL"
-			  " WHERE job_id = (SELECT job_id FROM idem_etl.jobs WHERE status = 'queued'"
-			  " AND run_after <= pg_catalog.now() ORDER BY run_after, job_id LIMIT 1"
+			  " WHERE job_id OPERATOR(pg_catalog.=) (SELECT job_id FROM idem_etl.jobs"
+			  " WHERE status OPERATOR(pg_catalog.=) 'queued'"
+			  " AND run_after OPERATOR(pg_catalog.<=) pg_catalog.now() ORDER BY run_after, job_id LIMIT 1"
 			  " FOR UPDATE SKIP LOCKED) RETURNING job_id, submitted_by_oid");
 	if (SPI_processed == 0)
 		return false;
@@ -380,16 +458,19 @@ jobs_claim_next(int64 *job_id, Oid *roleoid)
 void
 jobs_set_pid(int64 job_id, pid_t pid)
 {
-	sqlb_exec(psprintf("UPDATE idem_etl.jobs SET worker_pid = %d WHERE job_id = " INT64_FORMAT
-					   " AND status = 'running'", (int) pid, job_id));
+	sqlb_exec(psprintf("UPDATE idem_etl.jobs SET worker_pid = %d"
+					   " WHERE job_id OPERATOR(pg_catalog.=) " INT64_FORMAT
+					   " AND status OPERATOR(pg_catalog.=) 'running'", (int) pid, job_id));
 }
 
 /* A claimed job whose worker could not be started goes back, unharmed. */
 void
 jobs_unclaim(int64 job_id)
 {
-	sqlb_exec(psprintf("UPDATE idem_etl.jobs SET status = 'queued', attempts = attempts - 1"
-					   " WHERE job_id = " INT64_FORMAT " AND status = 'running'", job_id));
+	sqlb_exec(psprintf("UPDATE idem_etl.jobs SET status = 'queued',"
+					   " attempts = attempts OPERATOR(pg_catalog.-) 1"
+					   " WHERE job_id OPERATOR(pg_catalog.=) " INT64_FORMAT
+					   " AND status OPERATOR(pg_catalog.=) 'running'", job_id));
 }
 
 void
@@ -399,7 +480,7 @@ jobs_fail(int64 job_id, const char *message)
 	Datum		args[2] = {Int64GetDatum(job_id), CStringGetTextDatum(message)};
 
 	if (SPI_execute_with_args("UPDATE idem_etl.jobs SET status = 'failed', last_error = $2,"
-							  " finished_at = pg_catalog.now() WHERE job_id = $1",
+							  " finished_at = pg_catalog.now() WHERE job_id OPERATOR(pg_catalog.=) $1",
 							  2, argtypes, args, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "failing job " INT64_FORMAT " failed", job_id);
 }
@@ -408,8 +489,9 @@ jobs_fail(int64 job_id, const char *message)
 int
 jobs_purge_finished(void)
 {
-	sqlb_exec(psprintf("DELETE FROM idem_etl.jobs WHERE status IN " JOB_ENDED
-					   " AND finished_at < pg_catalog.now() - pg_catalog.make_interval(secs => %d)",
+	sqlb_exec(psprintf("DELETE FROM idem_etl.jobs WHERE " JOB_ENDED
+					   " AND finished_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
+					   " OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => %d))",
 					   idem_job_retention));
 	return (int) SPI_processed;
 }
@@ -417,7 +499,8 @@ jobs_purge_finished(void)
 char *
 jobs_command(int64 job_id)
 {
-	exec_with_job("SELECT command FROM idem_etl.jobs WHERE job_id = $1 AND status = 'running'",
+	exec_with_job("SELECT command FROM idem_etl.jobs WHERE job_id OPERATOR(pg_catalog.=) $1"
+				  " AND status OPERATOR(pg_catalog.=) 'running'",
 				  job_id, SPI_OK_SELECT);
 	if (SPI_processed != 1)
 		return NULL;
@@ -429,7 +512,8 @@ void
 jobs_succeeded(int64 job_id)
 {
 	exec_with_job("UPDATE idem_etl.jobs SET status = 'succeeded', finished_at = pg_catalog.now(),"
-				  " worker_pid = NULL WHERE job_id = $1 AND status = 'running'",
+				  " worker_pid = NULL WHERE job_id OPERATOR(pg_catalog.=) $1"
+				  " AND status OPERATOR(pg_catalog.=) 'running'",
 				  job_id, SPI_OK_UPDATE);
 }
 
@@ -461,19 +545,21 @@ is_transient(int sqlerrcode)
 void
 jobs_attempt_failed(int64 job_id, int sqlerrcode, const char *message)
 {
-	Oid			argtypes[4] = {INT8OID, TEXTOID, BOOLOID, INT4OID};
+	Oid			argtypes[4] = {INT8OID, TEXTOID, BOOLOID, FLOAT8OID};
 	Datum		args[4];
 
 	args[0] = Int64GetDatum(job_id);
 	args[1] = CStringGetTextDatum(psprintf("%s: %s", unpack_sql_state(sqlerrcode), message));
 	args[2] = BoolGetDatum(is_transient(sqlerrcode));
-	args[3] = Int32GetDatum(idem_max_backoff);
+	args[3] = Float8GetDatum((double) idem_max_backoff);
 	ledger_exec_as_owner("UPDATE idem_etl.jobs SET last_error = $2, worker_pid = NULL,"
-						 " status = CASE WHEN $3 AND attempts < max_attempts THEN 'queued' ELSE 'failed' END,"
-						 " finished_at = CASE WHEN $3 AND attempts < max_attempts THEN NULL ELSE pg_catalog.now() END,"
-						 " run_after = pg_catalog.now() + LEAST("
-						 "  pg_catalog.make_interval(secs => 2 ^ (attempts - 1)),"
-						 "  pg_catalog.make_interval(secs => $4))"
-						 " WHERE job_id = $1 AND status = 'running'",
+						 " status = CASE WHEN $3 AND attempts OPERATOR(pg_catalog.<) max_attempts"
+						 " THEN 'queued' ELSE 'failed' END,"
+						 " finished_at = CASE WHEN $3 AND attempts OPERATOR(pg_catalog.<) max_attempts"
+						 " THEN NULL ELSE pg_catalog.now() END,"
+						 " run_after = pg_catalog.now() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>"
+						 "  LEAST(pg_catalog.power(2::pg_catalog.float8,"
+						 "  LEAST(attempts OPERATOR(pg_catalog.-) 1, 30)), $4))"
+						 " WHERE job_id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'running'",
 						 4, argtypes, args, NULL, SPI_OK_UPDATE);
 }

@@ -10,6 +10,7 @@
  */
 #include "postgres.h"
 
+#include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
@@ -20,6 +21,8 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "storage/lmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "idem_etl.h"
@@ -63,8 +66,32 @@ kept_record(TargetInfo *target, PartSlot *slot, const char *schema,
 						 " partition_value, partition_name, bound, check_sql, kept_table,"
 						 " kept_oid, run_id, replaced_at, keep_until)"
 						 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
-						 " pg_catalog.now(), pg_catalog.now() + $10)",
+						 " pg_catalog.now(), pg_catalog.now() OPERATOR(pg_catalog.+) $10)",
 						 10, argtypes, args, NULL, SPI_OK_INSERT);
+}
+
+/*
+ * The kept table of a row, by the OID recorded when it was kept, as long as
+ * it still has the name recorded then: a table renamed since is no longer
+ * idem_etl's to drop, and an OID reused by another table cannot pass.
+ */
+static bool
+kept_table_intact(Oid kept_oid, const char *kept_table)
+{
+	char	   *relname = get_rel_name(kept_oid);
+
+	return relname != NULL &&
+		strcmp(kept_table,
+			   quote_qualified_identifier(get_namespace_name(get_rel_namespace(kept_oid)),
+										  relname)) == 0;
+}
+
+static void
+forget_kept(Datum kept_id)
+{
+	ledger_exec_as_owner("DELETE FROM idem_etl.replaced_partitions"
+						 " WHERE kept_id OPERATOR(pg_catalog.=) $1",
+						 1, (Oid[]) {INT8OID}, &kept_id, NULL, SPI_OK_DELETE);
 }
 
 /*
@@ -95,7 +122,8 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	swap_serialize(relid);
-	target = target_open(relid);
+	target = target_open(relid, 0);
+	target_check_row_security(relid);
 	if (target->relkind != RELKIND_PARTITIONED_TABLE)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -107,10 +135,15 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	args[0] = ObjectIdGetDatum(relid);
 	args[1] = CStringGetTextDatum(slot->value);
 	SPI_execute_with_args("SELECT k.kept_id, c.relname, k.bound, k.check_sql, k.partition_name,"
-						  " greatest(k.keep_until - pg_catalog.now(), '0'::pg_catalog.interval)"
+						  " GREATEST(k.keep_until OPERATOR(pg_catalog.-) pg_catalog.now(),"
+						  " '0'::pg_catalog.interval)"
 						  " FROM idem_etl.replaced_partitions k"
-						  " JOIN pg_catalog.pg_class c ON c.oid = pg_catalog.to_regclass(k.kept_table)"
-						  " WHERE k.target_oid = $1 AND k.partition_value = $2"
+						  " JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) k.kept_oid"
+						  " JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+						  " WHERE k.target_oid OPERATOR(pg_catalog.=) $1"
+						  " AND k.partition_value OPERATOR(pg_catalog.=) $2"
+						  " AND k.kept_table OPERATOR(pg_catalog.=)"
+						  " pg_catalog.concat(pg_catalog.quote_ident(n.nspname), '.', pg_catalog.quote_ident(c.relname))"
 						  " ORDER BY k.kept_id DESC LIMIT 1",
 						  2, argtypes, args, NULL, false, 1);
 	if (SPI_processed != 1)
@@ -143,8 +176,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	swap_partition(&spec);
 
 	args[0] = Int64GetDatum(kept_id);
-	ledger_exec_as_owner("DELETE FROM idem_etl.replaced_partitions WHERE kept_id = $1",
-						 1, (Oid[]) {INT8OID}, args, NULL, SPI_OK_DELETE);
+	forget_kept(args[0]);
 
 	restored = get_relname_relid(slot->name, get_rel_namespace(relid));
 	memset(&run, 0, sizeof(run));
@@ -155,11 +187,11 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	run.started_at = started;
 	run.partition_value = slot->value;
 	run.partition_table = psprintf("%s.%s", spec.schema, quote_identifier(slot->name));
-	run.rows_loaded = sqlb_exec_int8(psprintf("SELECT count(*)::pg_catalog.int8 FROM %s.%s",
+	run.rows_loaded = sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s.%s",
 											  spec.schema, quote_identifier(slot->name)));
 	if (OidIsValid(displaced.partoid))
 	{
-		run.rows_replaced = sqlb_exec_int8(psprintf("SELECT count(*)::pg_catalog.int8 FROM %s.%s",
+		run.rows_replaced = sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s.%s",
 													spec.schema, quote_identifier(spec.keep_name)));
 		kept_record(target, &displaced, spec.schema, spec.keep_name,
 					ledger_record(&run), remaining);
@@ -172,10 +204,27 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	PG_RETURN_OID(restored);
 }
 
+/* Drop one kept table, by OID: no name is looked up, no SQL is parsed. */
+static void
+drop_kept(void *arg)
+{
+	Oid			relid = *(Oid *) arg;
+	ObjectAddress object;
+
+	LockRelationOid(relid, AccessExclusiveLock);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		return;
+	ObjectAddressSet(object, RelationRelationId, relid);
+	performDeletion(&object, DROP_RESTRICT, 0);
+}
+
 /*
  * Drop the kept versions whose time has passed, as far as the caller may:
- * the caller must own the kept table (the launcher runs this as superuser).
- * Rows whose table is already gone are forgotten.
+ * the caller must own the kept table (the scheduler's janitor runs as
+ * superuser).  Rows whose table is gone are forgotten.  Each drop is a
+ * subtransaction of its own: one that fails (another role's view on the
+ * kept table) is a WARNING naming the table, is retried ten minutes later,
+ * and does not stop the others, nor the scheduler.
  */
 int
 kept_cleanup(void)
@@ -184,8 +233,9 @@ kept_cleanup(void)
 	SPITupleTable *tuptable;
 	int32		dropped = 0;
 
-	SPI_execute("SELECT kept_id, kept_table, pg_catalog.to_regclass(kept_table)::pg_catalog.oid"
-				" FROM idem_etl.replaced_partitions WHERE keep_until <= pg_catalog.now()"
+	SPI_execute("SELECT kept_id, kept_table, kept_oid, target"
+				" FROM idem_etl.replaced_partitions"
+				" WHERE keep_until OPERATOR(pg_catalog.<=) pg_catalog.now()"
 				" ORDER BY kept_id", false, 0);
 	n = SPI_processed;
 	tuptable = SPI_tuptable;
@@ -193,22 +243,39 @@ kept_cleanup(void)
 	{
 		bool		isnull;
 		Datum		kept_id = SPI_getbinval(tuptable->vals[i], tuptable->tupdesc, 1, &isnull);
-		Datum		oid = SPI_getbinval(tuptable->vals[i], tuptable->tupdesc, 3, &isnull);
+		char	   *kept_table = SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 2);
+		Oid			kept_oid = DatumGetObjectId(SPI_getbinval(tuptable->vals[i],
+															  tuptable->tupdesc, 3, &isnull));
+		ErrorData  *failure;
 
-		if (!isnull)
+		if (!kept_table_intact(kept_oid, kept_table))
 		{
-#if PG_VERSION_NUM >= 160000
-			if (!object_ownercheck(RelationRelationId, DatumGetObjectId(oid), GetUserId()))
-#else
-			if (!pg_class_ownercheck(DatumGetObjectId(oid), GetUserId()))
-#endif
-				continue;
-			sqlb_exec(psprintf("DROP TABLE %s",
-							   SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 2)));
-			dropped++;
+			forget_kept(kept_id);
+			continue;
 		}
-		ledger_exec_as_owner("DELETE FROM idem_etl.replaced_partitions WHERE kept_id = $1",
-							 1, (Oid[]) {INT8OID}, &kept_id, NULL, SPI_OK_DELETE);
+#if PG_VERSION_NUM >= 160000
+		if (!object_ownercheck(RelationRelationId, kept_oid, GetUserId()))
+#else
+		if (!pg_class_ownercheck(kept_oid, GetUserId()))
+#endif
+			continue;
+		failure = sqlb_try(drop_kept, &kept_oid);
+		if (failure == NULL)
+		{
+			forget_kept(kept_id);
+			dropped++;
+			continue;
+		}
+		ereport(WARNING,
+				(errcode(failure->sqlerrcode),
+				 errmsg("could not drop kept partition %s of %s", kept_table,
+						SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 4)),
+				 errdetail("%s", failure->message),
+				 errhint("Remove what depends on the kept table; idem_etl tries again in ten minutes.")));
+		ledger_exec_as_owner("UPDATE idem_etl.replaced_partitions"
+							 " SET keep_until = pg_catalog.now() OPERATOR(pg_catalog.+) '10 minutes'::pg_catalog.interval"
+							 " WHERE kept_id OPERATOR(pg_catalog.=) $1",
+							 1, (Oid[]) {INT8OID}, &kept_id, NULL, SPI_OK_UPDATE);
 	}
 	return dropped;
 }

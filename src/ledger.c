@@ -23,6 +23,7 @@
 #include "storage/lock.h"
 #include "utils/inval.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -103,10 +104,14 @@ ledger_prior_run(Oid target, const char *operation, const char *run_key,
 	else
 		nulls[3] = 'n';
 	plan = sqlb_prepare("SELECT run_id, fingerprint,"
-						" coalesce(rows_loaded, inserted + updated + unchanged)"
+						" coalesce(rows_loaded, inserted OPERATOR(pg_catalog.+) updated"
+						" OPERATOR(pg_catalog.+) unchanged)"
 						" FROM idem_etl.runs"
-						" WHERE target_oid = $1 AND operation = $2 AND run_key = $3"
-						" AND partition_value IS NOT DISTINCT FROM $4"
+						" WHERE target_oid OPERATOR(pg_catalog.=) $1"
+						" AND operation OPERATOR(pg_catalog.=) $2"
+						" AND run_key OPERATOR(pg_catalog.=) $3"
+						" AND (partition_value OPERATOR(pg_catalog.=) $4"
+						" OR (partition_value IS NULL AND $4 IS NULL))"
 						" ORDER BY run_id DESC LIMIT 1", 4, argtypes);
 
 	latest = lookup_prior(plan, args, nulls, GetLatestSnapshot());
@@ -146,6 +151,11 @@ ledger_owner(void)
  * owner; SPI_tuptable holds its result.  Callers are the extension's own
  * functions, after their checks: this is what keeps the state tables out of
  * reach of direct writes.
+ *
+ * The statement is fixed text that qualifies every name; search_path is
+ * pinned as well, and the security context is restricted, so that nothing
+ * the caller set in its session (search_path, role or database settings,
+ * temporary objects) can run with the owner's rights.
  */
 void
 ledger_exec_as_owner(const char *sql, int nargs, Oid *argtypes, Datum *args,
@@ -153,6 +163,7 @@ ledger_exec_as_owner(const char *sql, int nargs, Oid *argtypes, Datum *args,
 {
 	Oid			save_userid;
 	int			save_sec_context;
+	int			nestlevel;
 	SPIPlanPtr	plan;
 	int			rc;
 
@@ -160,12 +171,32 @@ ledger_exec_as_owner(const char *sql, int nargs, Oid *argtypes, Datum *args,
 	SetUserIdAndSecContext(ledger_owner(),
 						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
+	nestlevel = sqlb_pin_search_path();
 	plan = sqlb_prepare(sql, nargs, argtypes);
 	rc = SPI_execute_plan(plan, args, nulls, false, 0);
 	if (rc != expected)
 		elog(ERROR, "writing idem_etl's state failed: %s", SPI_result_code_string(rc));
 	SPI_freeplan(plan);
+	AtEOXact_GUC(true, nestlevel);
 	SetUserIdAndSecContext(save_userid, save_sec_context);
+}
+
+/*
+ * Values that go into the state tables' indexes (run_key, job_name) must
+ * fit in an index entry; refuse longer ones before any work, with 22001.
+ */
+void
+ledger_check_length(const char *argname, const char *value)
+{
+	size_t		len = value ? strlen(value) : 0;
+
+	if (len > IDEM_MAX_KEY_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("%s is too long", argname),
+				 errdetail("It is %zu bytes long; at most %d bytes are allowed.",
+						   len, IDEM_MAX_KEY_BYTES),
+				 errhint("Use a shorter %s, for instance a hash of the long one.", argname)));
 }
 
 /* Add a run to the ledger and return its run_id. */

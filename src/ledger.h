@@ -41,6 +41,10 @@ extern void ledger_lock_key(Oid target, const char *operation, const char *key);
 extern LedgerPrior ledger_prior_run(Oid target, const char *operation,
 									 const char *run_key, const char *partition_value);
 extern int64 ledger_record(const LedgerRun *run);
+/* Longest run_key or job_name, in bytes: it must fit in an index entry. */
+#define IDEM_MAX_KEY_BYTES 1024
+
+extern void ledger_check_length(const char *argname, const char *value);
 extern void ledger_exec_as_owner(const char *sql, int nargs, Oid *argtypes,
 								 Datum *args, const char *nulls, int expected);
 

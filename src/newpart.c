@@ -11,6 +11,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 
 #include "newpart.h"
@@ -77,7 +78,7 @@ newpart_bound(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot)
 		return;
 	if (failure->sqlerrcode != ERRCODE_CHECK_VIOLATION)
 		ReThrowError(failure);
-	sqlb_exec(psprintf("SELECT count(*)::pg_catalog.int8,"
+	sqlb_exec(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8,"
 					   " pg_catalog.min(coalesce(%s::pg_catalog.text, 'NULL'))"
 					   " FROM %s WHERE NOT coalesce((%s), false)",
 					   col, np->qualname, slot->check_sql));
@@ -119,11 +120,14 @@ build_indexes(NewPart *np, Oid shape)
 	plan = sqlb_prepare("SELECT i.indexrelid::pg_catalog.regclass::pg_catalog.text,"
 						" pg_catalog.pg_get_indexdef(i.indexrelid), i.indisunique,"
 						" pg_catalog.pg_get_constraintdef(c.oid), c.oid IS NOT NULL,"
-						" (SELECT relname FROM pg_catalog.pg_class WHERE oid = i.indexrelid)"
+						" (SELECT relname FROM pg_catalog.pg_class"
+						"  WHERE oid OPERATOR(pg_catalog.=) i.indexrelid)"
 						" FROM pg_catalog.pg_index i"
-						" LEFT JOIN pg_catalog.pg_constraint c ON c.conindid = i.indexrelid"
-						" AND c.conrelid = i.indrelid AND c.contype IN ('p', 'u', 'x')"
-						" WHERE i.indrelid = $1 ORDER BY i.indexrelid", 1, argtypes);
+						" LEFT JOIN pg_catalog.pg_constraint c"
+						" ON c.conindid OPERATOR(pg_catalog.=) i.indexrelid"
+						" AND c.conrelid OPERATOR(pg_catalog.=) i.indrelid"
+						" AND c.contype OPERATOR(pg_catalog.=) ANY ('{p,u,x}'::pg_catalog.\"char\"[])"
+						" WHERE i.indrelid OPERATOR(pg_catalog.=) $1 ORDER BY i.indexrelid", 1, argtypes);
 	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "listing indexes failed");
 	n = SPI_processed;
@@ -182,7 +186,8 @@ add_foreign_keys(NewPart *np, TargetInfo *parent)
 	args[0] = ObjectIdGetDatum(parent->relid);
 	plan = sqlb_prepare("SELECT conname, pg_catalog.pg_get_constraintdef(oid)"
 						" FROM pg_catalog.pg_constraint"
-						" WHERE conrelid = $1 AND contype = 'f' ORDER BY oid", 1, argtypes);
+						" WHERE conrelid OPERATOR(pg_catalog.=) $1"
+						" AND contype OPERATOR(pg_catalog.=) 'f' ORDER BY oid", 1, argtypes);
 	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "listing foreign keys failed");
 	n = SPI_processed;
@@ -206,50 +211,93 @@ newpart_add_bound(const char *qualname, PartSlot *slot)
 }
 
 /*
- * What the old partition had that LIKE does not copy: owner, table and
- * column grants, storage parameters of the table and its TOAST table, and
- * the table's comment.
+ * What the old partition had that LIKE does not copy, as statements to run
+ * on the new table ($2), in order: row security and its policies (a reader
+ * restricted by a policy on the partition stays restricted), the
+ * partition's own triggers (those cloned from the parent come back with
+ * ATTACH) and whether each is enabled, storage parameters of the table and
+ * its TOAST table, the comment, table and column grants, and last the
+ * owner (after which we may not alter it any more).  pg_get_triggerdef
+ * names the old table as schema.name (search_path is pinned): $3 and $4
+ * are " ON old " and " ON new ".
  */
+static const char *const carry_sql =
+"SELECT s FROM ("
+" SELECT 1 AS n, pg_catalog.format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', $2) AS s"
+"  FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1 AND c.relrowsecurity"
+" UNION ALL SELECT 2, pg_catalog.format('ALTER TABLE %s FORCE ROW LEVEL SECURITY', $2)"
+"  FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1 AND c.relforcerowsecurity"
+" UNION ALL SELECT 3, pg_catalog.format('CREATE POLICY %I ON %s AS %s FOR %s TO %s%s%s', p.polname, $2,"
+"  CASE WHEN p.polpermissive THEN 'PERMISSIVE' ELSE 'RESTRICTIVE' END,"
+"  CASE WHEN p.polcmd OPERATOR(pg_catalog.=) 'r' THEN 'SELECT'"
+"  WHEN p.polcmd OPERATOR(pg_catalog.=) 'a' THEN 'INSERT'"
+"  WHEN p.polcmd OPERATOR(pg_catalog.=) 'w' THEN 'UPDATE'"
+"  WHEN p.polcmd OPERATOR(pg_catalog.=) 'd' THEN 'DELETE' ELSE 'ALL' END,"
+"  (SELECT pg_catalog.string_agg(CASE WHEN r.r OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'"
+"   ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(r.r)) END, ', ')"
+"   FROM pg_catalog.unnest(p.polroles) r(r)),"
+"  CASE WHEN p.polqual IS NULL THEN '' ELSE"
+"  pg_catalog.concat(' USING (', pg_catalog.pg_get_expr(p.polqual, p.polrelid), ')') END,"
+"  CASE WHEN p.polwithcheck IS NULL THEN '' ELSE"
+"  pg_catalog.concat(' WITH CHECK (', pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid), ')') END)"
+"  FROM pg_catalog.pg_policy p WHERE p.polrelid OPERATOR(pg_catalog.=) $1"
+" UNION ALL SELECT 4, pg_catalog.replace(pg_catalog.pg_get_triggerdef(t.oid), $3, $4)"
+"  FROM pg_catalog.pg_trigger t WHERE t.tgrelid OPERATOR(pg_catalog.=) $1"
+"  AND NOT t.tgisinternal AND t.tgparentid OPERATOR(pg_catalog.=) 0"
+" UNION ALL SELECT 5, pg_catalog.format('ALTER TABLE %s %s TRIGGER %I', $2,"
+"  CASE WHEN t.tgenabled OPERATOR(pg_catalog.=) 'D' THEN 'DISABLE'"
+"  WHEN t.tgenabled OPERATOR(pg_catalog.=) 'R' THEN 'ENABLE REPLICA' ELSE 'ENABLE ALWAYS' END, t.tgname)"
+"  FROM pg_catalog.pg_trigger t WHERE t.tgrelid OPERATOR(pg_catalog.=) $1"
+"  AND NOT t.tgisinternal AND t.tgparentid OPERATOR(pg_catalog.=) 0"
+"  AND t.tgenabled OPERATOR(pg_catalog.<>) 'O'"
+" UNION ALL SELECT 6, pg_catalog.format('ALTER TABLE %s SET (%s)', $2,"
+"  pg_catalog.string_agg(pg_catalog.format('%s%I = %L', o.prefix,"
+"  pg_catalog.split_part(o.opt, '=', 1),"
+"  pg_catalog.substr(o.opt, pg_catalog.strpos(o.opt, '=') OPERATOR(pg_catalog.+) 1)), ', '))"
+"  FROM (SELECT '' AS prefix, pg_catalog.unnest(reloptions) AS opt"
+"  FROM pg_catalog.pg_class WHERE oid OPERATOR(pg_catalog.=) $1"
+"  UNION ALL SELECT 'toast.', pg_catalog.unnest(t.reloptions)"
+"  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_class t"
+"  ON t.oid OPERATOR(pg_catalog.=) c.reltoastrelid"
+"  WHERE c.oid OPERATOR(pg_catalog.=) $1) o"
+"  HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0"
+" UNION ALL SELECT 7, pg_catalog.format('COMMENT ON TABLE %s IS %L', $2, d)"
+"  FROM pg_catalog.obj_description($1, 'pg_class') d WHERE d IS NOT NULL"
+" UNION ALL SELECT 8, pg_catalog.format('GRANT %s ON %s TO %s%s', a.privilege_type, $2,"
+"  CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'"
+"  ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END,"
+"  CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)"
+"  FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a"
+"  WHERE c.oid OPERATOR(pg_catalog.=) $1 AND a.grantee OPERATOR(pg_catalog.<>) c.relowner"
+" UNION ALL SELECT 9, pg_catalog.format('GRANT %s (%I) ON %s TO %s%s', x.privilege_type,"
+"  t.attname, $2, CASE WHEN x.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'"
+"  ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(x.grantee)) END,"
+"  CASE WHEN x.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)"
+"  FROM pg_catalog.pg_attribute t, pg_catalog.aclexplode(t.attacl) x"
+"  WHERE t.attrelid OPERATOR(pg_catalog.=) $1 AND t.attacl IS NOT NULL AND NOT t.attisdropped"
+" UNION ALL SELECT 10, pg_catalog.format('ALTER TABLE %s OWNER TO %I', $2,"
+"  pg_catalog.pg_get_userbyid(c.relowner))"
+"  FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1"
+"  AND c.relowner OPERATOR(pg_catalog.<>) (SELECT relowner FROM pg_catalog.pg_class"
+"  WHERE oid OPERATOR(pg_catalog.=) $2::pg_catalog.regclass)"
+") carried ORDER BY n";
+
 static void
 carry_properties(NewPart *np, Oid old)
 {
-	Oid			argtypes[2] = {OIDOID, TEXTOID};
-	Datum		args[2];
+	Oid			argtypes[4] = {OIDOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		args[4];
 	SPIPlanPtr	plan;
 	uint64		n;
 	SPITupleTable *tuptable;
 
 	args[0] = ObjectIdGetDatum(old);
 	args[1] = CStringGetTextDatum(np->qualname);
-	plan = sqlb_prepare("SELECT pg_catalog.format('ALTER TABLE %s OWNER TO %I', $2,"
-						"  pg_catalog.pg_get_userbyid(c.relowner))"
-						" FROM pg_catalog.pg_class c WHERE c.oid = $1 AND c.relowner <>"
-						"  (SELECT relowner FROM pg_catalog.pg_class WHERE oid = $2::pg_catalog.regclass)"
-						" UNION ALL SELECT pg_catalog.format('GRANT %s ON %s TO %s%s', a.privilege_type, $2,"
-						"  CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
-						"  ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END,"
-						"  CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)"
-						" FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a"
-						" WHERE c.oid = $1 AND a.grantee <> c.relowner"
-						" UNION ALL SELECT pg_catalog.format('GRANT %s (%I) ON %s TO %s%s', x.privilege_type,"
-						"  t.attname, $2, CASE WHEN x.grantee = 0 THEN 'PUBLIC'"
-						"  ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(x.grantee)) END,"
-						"  CASE WHEN x.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)"
-						" FROM pg_catalog.pg_attribute t, pg_catalog.aclexplode(t.attacl) x"
-						" WHERE t.attrelid = $1 AND t.attacl IS NOT NULL AND NOT t.attisdropped"
-						" UNION ALL SELECT pg_catalog.format('ALTER TABLE %s SET (%s)', $2,"
-						"  pg_catalog.string_agg(pg_catalog.format('%s%I = %L', o.prefix,"
-						"  pg_catalog.split_part(o.opt, '=', 1),"
-						"  pg_catalog.substr(o.opt, pg_catalog.strpos(o.opt, '=') + 1)), ', '))"
-						" FROM (SELECT '' AS prefix, pg_catalog.unnest(reloptions) AS opt"
-						"  FROM pg_catalog.pg_class WHERE oid = $1"
-						"  UNION ALL SELECT 'toast.', pg_catalog.unnest(t.reloptions)"
-						"  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_class t ON t.oid = c.reltoastrelid"
-						"  WHERE c.oid = $1) o"
-						" HAVING count(*) > 0"
-						" UNION ALL SELECT pg_catalog.format('COMMENT ON TABLE %s IS %L', $2, d)"
-						" FROM pg_catalog.obj_description($1, 'pg_class') d WHERE d IS NOT NULL",
-						2, argtypes);
+	args[2] = CStringGetTextDatum(psprintf(" ON %s ",
+										   quote_qualified_identifier(get_namespace_name(get_rel_namespace(old)),
+																	  get_rel_name(old))));
+	args[3] = CStringGetTextDatum(psprintf(" ON %s ", np->qualname));
+	plan = sqlb_prepare(carry_sql, 4, argtypes);
 	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "reading the partition's properties failed");
 	n = SPI_processed;
@@ -267,6 +315,12 @@ carry_properties(NewPart *np, Oid old)
 void
 newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot)
 {
+	/*
+	 * Definitions are deparsed and run again here: with search_path pinned,
+	 * the deparsed text names everything outside pg_catalog with its schema.
+	 */
+	int			nestlevel = sqlb_pin_search_path();
+
 	if (pk->column->notnull)
 		sqlb_exec(psprintf("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL", np->qualname,
 						   quote_identifier(pk->column->name)));
@@ -275,4 +329,5 @@ newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot)
 	sqlb_exec(psprintf("ANALYZE %s", np->qualname));
 	if (OidIsValid(slot->partoid))
 		carry_properties(np, slot->partoid);
+	AtEOXact_GUC(true, nestlevel);
 }

@@ -6,6 +6,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/stratnum.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
@@ -20,6 +21,7 @@
 #include "utils/partcache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
+#include "utils/typcache.h"
 
 #include "ledger.h"
 #include "partmap.h"
@@ -36,6 +38,8 @@ partmap_key(TargetInfo *target, const char *partition_column)
 
 	if (target->relkind == RELKIND_RELATION)
 	{
+		TypeCacheEntry *tc;
+
 		if (partition_column == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -48,6 +52,16 @@ partmap_key(TargetInfo *target, const char *partition_column)
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("column \"%s\" of relation \"%s\" does not exist",
 							partition_column, target->relname)));
+		/* the value's rows are those equal to it by the type's default = */
+		tc = lookup_type_cache(pk->column->typid, TYPECACHE_BTREE_OPFAMILY);
+		if (!OidIsValid(tc->btree_opf))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_FUNCTION),
+					 errmsg("partition_column \"%s\" has type %s, which has no default btree operator class",
+							partition_column, format_type_be(pk->column->typid)),
+					 errhint("Use a column of a type with an ordering, such as a date.")));
+		pk->opfamily = tc->btree_opf;
+		pk->opcintype = tc->btree_opintype;
 		return pk;
 	}
 
@@ -78,6 +92,8 @@ partmap_key(TargetInfo *target, const char *partition_column)
 				 errhint("Leave partition_column NULL for a partitioned table.")));
 	pk->strategy = key->strategy;
 	pk->column = target_column(target, keycol);
+	pk->opfamily = key->partopfamily[0];
+	pk->opcintype = key->partopcintype[0];
 	pd = RelationGetPartitionDesc(rel, true);
 	if (pd->boundinfo && pd->boundinfo->default_index >= 0)
 		pk->default_part = pd->oids[pd->boundinfo->default_index];
@@ -112,6 +128,121 @@ partmap_literal(PartKey *pk, const char *text)
 	return psprintf("%s::%s", quote_literal_cstr(text),
 					format_type_extended(pk->column->typid, pk->column->typmod,
 										 FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+}
+
+/* An operator of the partition key's operator class, "OPERATOR(schema.op)". */
+static char *
+key_operator(PartKey *pk, int16 strategy)
+{
+	Oid			op = get_opfamily_member(pk->opfamily, pk->opcintype, pk->opcintype, strategy);
+
+	if (!OidIsValid(op))
+		elog(ERROR, "operator of strategy %d missing from the partition key's operator family %u",
+			 strategy, pk->opfamily);
+	return sqlb_operator(op);
+}
+
+/*
+ * The partition constraint of a RANGE partition [lower, upper) (NULL for
+ * MINVALUE/MAXVALUE), written with the partition key's own operators, as
+ * PostgreSQL derives it, but schema-qualified: it is evaluated in
+ * statements that also hold the caller's text.
+ */
+static char *
+range_check(PartKey *pk, const char *lower, const char *upper)
+{
+	const char *col = quote_identifier(pk->column->name);
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "%s IS NOT NULL", col);
+	if (lower)
+		appendStringInfo(&buf, " AND %s %s %s", col,
+						 key_operator(pk, BTGreaterEqualStrategyNumber),
+						 partmap_literal(pk, lower));
+	if (upper)
+		appendStringInfo(&buf, " AND %s %s %s", col,
+						 key_operator(pk, BTLessStrategyNumber),
+						 partmap_literal(pk, upper));
+	return buf.data;
+}
+
+/* The partition constraint of a LIST partition of values (and NULL). */
+static char *
+list_check(PartKey *pk, List *values, bool has_null)
+{
+	const char *col = quote_identifier(pk->column->name);
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	if (values == NIL)
+	{
+		appendStringInfo(&buf, "%s IS NULL", col);
+		return buf.data;
+	}
+	appendStringInfo(&buf, "%s %s %s ANY (ARRAY[", has_null ? "(" : "", col,
+					 key_operator(pk, BTEqualStrategyNumber));
+	foreach(lc, values)
+		appendStringInfo(&buf, "%s%s", foreach_current_index(lc) ? ", " : "",
+						 partmap_literal(pk, lfirst(lc)));
+	appendStringInfoString(&buf, "])");
+	if (has_null)
+		appendStringInfo(&buf, " OR %s IS NULL)", col);
+	else
+		appendStringInfo(&buf, " AND %s IS NOT NULL", col);
+	return buf.data;
+}
+
+/* The constraint "column = value" of one value. */
+char *
+partmap_value_check(PartKey *pk, const char *value)
+{
+	return list_check(pk, list_make1((char *) value), false);
+}
+
+/* The text of a bound's value, as its type prints it. */
+static char *
+bound_text(Node *value)
+{
+	Const	   *c = castNode(Const, value);
+	Oid			typoutput;
+	bool		isvarlena;
+
+	getTypeOutputInfo(c->consttype, &typoutput, &isvarlena);
+	return OidOutputFunctionCall(typoutput, c->constvalue);
+}
+
+/* The constraint of an existing partition, from its bound. */
+static char *
+bound_check(PartKey *pk, PartitionBoundSpec *spec)
+{
+	if (spec->strategy == PARTITION_STRATEGY_LIST)
+	{
+		List	   *values = NIL;
+		bool		has_null = false;
+		ListCell   *lc;
+
+		foreach(lc, spec->listdatums)
+		{
+			Const	   *c = lfirst_node(Const, lc);
+
+			if (c->constisnull)
+				has_null = true;
+			else
+				values = lappend(values, bound_text((Node *) c));
+		}
+		return list_check(pk, values, has_null);
+	}
+	else
+	{
+		PartitionRangeDatum *lo = linitial_node(PartitionRangeDatum, spec->lowerdatums);
+		PartitionRangeDatum *hi = linitial_node(PartitionRangeDatum, spec->upperdatums);
+
+		return range_check(pk,
+						   lo->kind == PARTITION_RANGE_DATUM_VALUE ? bound_text(lo->value) : NULL,
+						   hi->kind == PARTITION_RANGE_DATUM_VALUE ? bound_text(hi->value) : NULL);
+	}
 }
 
 /* Lower and upper bounds, as text, of every sibling with finite bounds. */
@@ -215,20 +346,30 @@ new_range_bounds(TargetInfo *target, PartKey *pk, PartitionDesc pd,
 			sql = psprintf("SELECT c.g FROM (VALUES (1, '1 hour'::pg_catalog.interval, 'hour'),"
 						   " (2, '1 day', 'day'), (3, '7 days', 'week'), (4, '1 month', 'month'),"
 						   " (5, '3 months', 'quarter'), (6, '1 year', 'year')) c(n, g, u)"
-						   " WHERE pg_catalog.cardinality($1) > 0 AND NOT EXISTS (SELECT 1"
+						   " WHERE pg_catalog.cardinality($1) OPERATOR(pg_catalog.>) 0 AND NOT EXISTS (SELECT 1"
 						   " FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) b(lo, hi)"
-						   " WHERE b.hi::%s::%s <> b.lo::%s::%s + c.g"
-						   " OR pg_catalog.date_trunc(c.u, b.lo::%s::%s) <> b.lo::%s::%s)"
+						   " WHERE b.hi::%s::%s OPERATOR(pg_catalog.<>) (b.lo::%s::%s OPERATOR(pg_catalog.+) c.g)"
+						   " OR pg_catalog.date_trunc(c.u, b.lo::%s::%s) OPERATOR(pg_catalog.<>) b.lo::%s::%s)"
 						   " ORDER BY c.n LIMIT 1",
 						   type, ts, type, ts, type, ts, type, ts);
 		else
-			sql = psprintf("WITH b AS (SELECT b.lo::%s AS lo, b.hi::%s - b.lo::%s AS w"
+			/*
+			 * Integer keys: the common width w and offset o of the
+			 * siblings; the new partition is the one of that grid that
+			 * holds v.  mod(mod(x, w) + w, w) is x's offset, negative x
+			 * included.
+			 */
+			sql = psprintf("WITH b AS (SELECT b.lo::%s AS lo,"
+						   " b.hi::%s OPERATOR(pg_catalog.-) b.lo::%s AS w"
 						   " FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) b(lo, hi)),"
-						   " f AS (SELECT count(DISTINCT w) AS nw, min(w) AS w,"
-						   " count(DISTINCT ((lo %% w) + w) %% w) AS no, min(((lo %% w) + w) %% w) AS o FROM b)"
-						   " SELECT (v - (((v - o) %% w) + w) %% w)::pg_catalog.text,"
-						   " (v - (((v - o) %% w) + w) %% w + w)::pg_catalog.text"
-						   " FROM f, (SELECT $3::%s AS v) x WHERE nw = 1 AND no = 1",
+						   " m AS (SELECT w, pg_catalog.mod(pg_catalog.mod(lo, w) OPERATOR(pg_catalog.+) w, w) AS o FROM b),"
+						   " f AS (SELECT pg_catalog.count(DISTINCT w) AS nw, pg_catalog.min(w) AS w,"
+						   " pg_catalog.count(DISTINCT o) AS no, pg_catalog.min(o) AS o FROM m)"
+						   " SELECT s.lo::pg_catalog.text, (s.lo OPERATOR(pg_catalog.+) f.w)::pg_catalog.text"
+						   " FROM f, (SELECT $3::%s AS v) x,"
+						   " LATERAL (SELECT x.v OPERATOR(pg_catalog.-) pg_catalog.mod(pg_catalog.mod(x.v"
+						   " OPERATOR(pg_catalog.-) f.o, f.w) OPERATOR(pg_catalog.+) f.w, f.w) AS lo) s"
+						   " WHERE f.nw OPERATOR(pg_catalog.=) 1 AND f.no OPERATOR(pg_catalog.=) 1",
 						   type, type, type, type);
 		plan = sqlb_prepare(sql, 3, argtypes);
 		if (SPI_execute_plan(plan, args, NULL, false, 1) != SPI_OK_SELECT)
@@ -259,7 +400,8 @@ new_range_bounds(TargetInfo *target, PartKey *pk, PartitionDesc pd,
 
 		gargs[0] = CStringGetTextDatum(value);
 		gargs[1] = IntervalPGetDatum(granularity);
-		plan = sqlb_prepare(psprintf("SELECT lo::%s::pg_catalog.text, (lo + $2)::%s::pg_catalog.text"
+		plan = sqlb_prepare(psprintf("SELECT lo::%s::pg_catalog.text,"
+									 " (lo OPERATOR(pg_catalog.+) $2)::%s::pg_catalog.text"
 									 " FROM (SELECT pg_catalog.date_trunc(%s, $1::%s::%s) AS lo) s",
 									 type, type, quote_literal_cstr(granularity_unit(granularity)),
 									 type, ts),
@@ -293,12 +435,12 @@ new_partition_name(TargetInfo *target, const char *bound)
 }
 
 static void
-existing_partition(PartSlot *slot, Oid partoid, TargetInfo *target)
+existing_partition(PartSlot *slot, Oid partoid, TargetInfo *target, PartKey *pk)
 {
-	Oid			argtypes[1] = {OIDOID};
-	Datum		args[1];
-	SPIPlanPtr	plan;
 	char		relkind = get_rel_relkind(partoid);
+	HeapTuple	tup;
+	bool		isnull;
+	Datum		d;
 
 	if (relkind != RELKIND_RELATION)
 		ereport(ERROR,
@@ -307,17 +449,19 @@ existing_partition(PartSlot *slot, Oid partoid, TargetInfo *target)
 						get_rel_name(partoid), target->relname,
 						relkind == RELKIND_PARTITIONED_TABLE ? "itself partitioned" : "not a table"),
 				 errdetail("Only a leaf partition that is an ordinary table can be swapped.")));
-	args[0] = ObjectIdGetDatum(partoid);
-	plan = sqlb_prepare("SELECT relname, pg_catalog.pg_get_expr(relpartbound, oid),"
-						" pg_catalog.pg_get_partition_constraintdef(oid)"
-						" FROM pg_catalog.pg_class WHERE oid = $1", 1, argtypes);
-	if (SPI_execute_plan(plan, args, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(partoid));
+	if (!HeapTupleIsValid(tup))
 		elog(ERROR, "partition %u vanished", partoid);
 	slot->partoid = partoid;
-	slot->name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	slot->bound_sql = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-	slot->check_sql = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
-	SPI_freeplan(plan);
+	slot->name = pstrdup(NameStr(((Form_pg_class) GETSTRUCT(tup))->relname));
+	d = SysCacheGetAttr(RELOID, tup, Anum_pg_class_relpartbound, &isnull);
+	if (isnull)
+		elog(ERROR, "partition %u has no bound", partoid);
+	slot->check_sql = bound_check(pk, castNode(PartitionBoundSpec,
+											   stringToNode(TextDatumGetCString(d))));
+	slot->bound_sql = TextDatumGetCString(DirectFunctionCall2(pg_get_expr, d,
+															  ObjectIdGetDatum(partoid)));
+	ReleaseSysCache(tup);
 }
 
 /*
@@ -364,17 +508,15 @@ partmap_slot(TargetInfo *target, PartKey *pk, const char *value,
 {
 	PartSlot   *slot = palloc0(sizeof(PartSlot));
 	Oid			partoid = partmap_find(target, pk, value);
-	const char *col = quote_identifier(pk->column->name);
 
 	slot->value = partmap_normalize(pk, value);
 	if (OidIsValid(partoid))
-		existing_partition(slot, partoid, target);
+		existing_partition(slot, partoid, target, pk);
 	else if (pk->strategy == PARTITION_STRATEGY_LIST)
 	{
 		slot->name = new_partition_name(target, slot->value);
 		slot->bound_sql = psprintf("FOR VALUES IN (%s)", quote_literal_cstr(slot->value));
-		slot->check_sql = psprintf("%s IS NOT NULL AND %s = %s", col, col,
-								   partmap_literal(pk, slot->value));
+		slot->check_sql = list_check(pk, list_make1(slot->value), false);
 	}
 	else
 	{
@@ -388,8 +530,7 @@ partmap_slot(TargetInfo *target, PartKey *pk, const char *value,
 		slot->name = new_partition_name(target, lower);
 		slot->bound_sql = psprintf("FOR VALUES FROM (%s) TO (%s)",
 								   quote_literal_cstr(lower), quote_literal_cstr(upper));
-		slot->check_sql = psprintf("%s IS NOT NULL AND %s >= %s AND %s < %s", col,
-								   col, partmap_literal(pk, lower), col, partmap_literal(pk, upper));
+		slot->check_sql = range_check(pk, lower, upper);
 	}
 	return slot;
 }

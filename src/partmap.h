@@ -14,6 +14,8 @@ typedef struct PartKey
 	char		strategy;		/* 'r', 'l', or 0 for a plain table */
 	TargetColumn *column;		/* the partition column */
 	Oid			default_part;	/* InvalidOid when there is none */
+	Oid			opfamily;		/* the key's operator family and input type */
+	Oid			opcintype;
 } PartKey;
 
 typedef struct PartSlot
@@ -28,6 +30,7 @@ typedef struct PartSlot
 extern PartKey *partmap_key(TargetInfo *target, const char *partition_column);
 extern char *partmap_normalize(PartKey *pk, const char *value);
 extern char *partmap_literal(PartKey *pk, const char *text);
+extern char *partmap_value_check(PartKey *pk, const char *value);
 extern Oid	partmap_find(TargetInfo *target, PartKey *pk, const char *value);
 extern PartSlot *partmap_slot(TargetInfo *target, PartKey *pk, const char *value,
 							  Interval *granularity);

@@ -8,28 +8,74 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/pg_attribute.h"
+#include "access/stratnum.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 #include "utils/syscache.h"
 
 #include "relinfo.h"
+#include "sql_build.h"
 
 /*
- * Describe the target.  The lock taken here (ROW EXCLUSIVE, as the write will
- * take anyway) keeps its definition stable until the end of the transaction.
+ * Refuse a caller who has none of the privileges in mode on the table (for
+ * SELECT, INSERT and UPDATE, on any of its columns; DELETE is table-wide).
+ * Checked before the lock, so that a role without privileges can neither
+ * queue a lock on the table nor learn about its keys.
+ */
+static void
+require_some_privilege(Oid relid, const char *relname, AclMode mode)
+{
+	Oid			userid = GetUserId();
+	AclMode		modes[] = {ACL_SELECT, ACL_INSERT, ACL_UPDATE, ACL_DELETE};
+
+	for (int i = 0; i < lengthof(modes); i++)
+	{
+		if ((mode & modes[i]) == 0 ||
+			pg_class_aclcheck(relid, userid, modes[i]) == ACLCHECK_OK)
+			continue;
+		if (modes[i] != ACL_DELETE &&
+			pg_attribute_aclcheck_all(relid, userid, modes[i], ACLMASK_ANY) == ACLCHECK_OK)
+			continue;
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, relname);
+	}
+}
+
+/*
+ * Lock the target (ROW EXCLUSIVE, as the write will take anyway), after
+ * checking that the caller has some of the privileges in mode, and describe
+ * it.  The lock keeps its definition stable until the end of the
+ * transaction.  A table dropped while we waited for the lock is reported
+ * by name (42P01), as a statement naming it would.
  */
 TargetInfo *
-target_open(Oid relid)
+target_open(Oid relid, AclMode mode)
 {
 	TargetInfo *target = palloc0(sizeof(TargetInfo));
-	Relation	rel = table_open(relid, RowExclusiveLock);
-	TupleDesc	desc = RelationGetDescr(rel);
+	char	   *relname = get_rel_name(relid);
+	Relation	rel;
+	TupleDesc	desc;
+
+	if (relname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	require_some_privilege(relid, relname, mode);
+	LockRelationOid(relid, RowExclusiveLock);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation \"%s\" does not exist", relname),
+				 errdetail("It was dropped while this call waited for its lock.")));
+	rel = table_open(relid, NoLock);
+	desc = RelationGetDescr(rel);
 
 	target->relid = relid;
 	target->relkind = rel->rd_rel->relkind;
@@ -89,7 +135,9 @@ target_key_list(TargetKey *key)
 
 /*
  * Find a unique index usable as ON CONFLICT arbiter on exactly these
- * columns: valid, immediate, not partial, no expressions.
+ * columns: valid, immediate, not partial, no expressions, every key column
+ * once.  Its operator classes give the equality each key column is matched
+ * with (so citext or an extension's type compares as the index does).
  */
 static bool
 find_unique_index(Relation rel, TargetKey *key, AttrNumber *attnums)
@@ -103,6 +151,7 @@ find_unique_index(Relation rel, TargetKey *key, AttrNumber *attnums)
 		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
 		Form_pg_index idx;
 		bool		match;
+		int		   *position = palloc(sizeof(int) * key->ncolumns);
 
 		if (!HeapTupleIsValid(tup))
 			elog(ERROR, "cache lookup failed for index %u", lfirst_oid(lc));
@@ -111,16 +160,35 @@ find_unique_index(Relation rel, TargetKey *key, AttrNumber *attnums)
 			idx->indnkeyatts == key->ncolumns &&
 			heap_attisnull(tup, Anum_pg_index_indpred, NULL) &&
 			heap_attisnull(tup, Anum_pg_index_indexprs, NULL);
-		for (int i = 0; match && i < idx->indnkeyatts; i++)
+		for (int j = 0; match && j < key->ncolumns; j++)
 		{
-			bool		in_key = false;
-
-			for (int j = 0; j < key->ncolumns; j++)
-				in_key |= (idx->indkey.values[i] == attnums[j]);
-			match = in_key;
+			position[j] = -1;
+			for (int i = 0; i < idx->indnkeyatts; i++)
+				if (idx->indkey.values[i] == attnums[j])
+					position[j] = i;
+			match = position[j] >= 0;
 		}
 		if (match)
 		{
+			bool		isnull;
+			oidvector  *indclass = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup,
+																			   Anum_pg_index_indclass,
+																			   &isnull));
+
+			key->eqops = palloc(sizeof(char *) * key->ncolumns);
+			for (int j = 0; j < key->ncolumns; j++)
+			{
+				Oid			opclass = indclass->values[position[j]];
+				Oid			opcintype = get_opclass_input_type(opclass);
+				Oid			eqop = get_opfamily_member(get_opclass_family(opclass),
+													   opcintype, opcintype,
+													   BTEqualStrategyNumber);
+
+				if (!OidIsValid(eqop))
+					elog(ERROR, "no equality operator in the operator class of index %u",
+						 lfirst_oid(lc));
+				key->eqops[j] = sqlb_operator(eqop);
+			}
 #if PG_VERSION_NUM >= 150000
 			key->nulls_not_distinct = idx->indnullsnotdistinct;
 #endif
@@ -227,6 +295,25 @@ target_key(TargetInfo *target, ArrayType *key_columns)
 						 target_key_list(key))));
 	table_close(rel, NoLock);
 	return key;
+}
+
+/*
+ * Replacing data deletes and loads whole partitions or values without
+ * looking at policies: when row security applies to the caller on relid,
+ * that would delete rows it cannot see and load rows its policies forbid.
+ * Refuse, as a statement blocked by a policy would.
+ */
+void
+target_check_row_security(Oid relid)
+{
+	if (check_enable_rls(relid, InvalidOid, true) != RLS_ENABLED)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("row-level security applies to role \"%s\" on \"%s\"",
+					GetUserNameFromId(GetUserId(), false), get_rel_name(relid)),
+			 errdetail("Replacing data would delete rows the role cannot see and load rows its policies may forbid."),
+			 errhint("Replace as a role that bypasses row security (BYPASSRLS, or the table's owner without FORCE ROW LEVEL SECURITY), or load with etl_upsert_batch, which applies the policies.")));
 }
 
 /*

@@ -34,14 +34,17 @@ typedef struct TargetKey
 {
 	int			ncolumns;
 	char	  **names;
+	char	  **eqops;			/* "OPERATOR(schema.=)" of each column's
+								 * operator class in the unique index */
 	bool		nulls_not_distinct;
 } TargetKey;
 
-extern TargetInfo *target_open(Oid relid);
+extern TargetInfo *target_open(Oid relid, AclMode mode);
 extern TargetColumn *target_column(TargetInfo *target, const char *name);
 extern TargetKey *target_key(TargetInfo *target, ArrayType *key_columns);
 extern void target_check_privileges(TargetInfo *target, char **columns,
 									int ncolumns, AclMode mode);
 extern char *target_key_list(TargetKey *key);
+extern void target_check_row_security(Oid relid);
 
 #endif							/* IDEM_RELINFO_H */

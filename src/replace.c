@@ -83,11 +83,13 @@ keep_interval(FunctionCallInfo fcinfo, int n)
 static void
 replace_setup(ReplaceArgs *a, FunctionCallInfo fcinfo, int first)
 {
+	a->run_key = idem_text_arg(fcinfo, first + 4);
+	ledger_check_length("run_key", a->run_key);
 	swap_serialize(PG_GETARG_OID(0));
-	a->target = target_open(PG_GETARG_OID(0));
+	a->target = target_open(PG_GETARG_OID(0), ACL_SELECT | ACL_INSERT | ACL_DELETE);
+	target_check_row_security(a->target->relid);
 	a->granularity = PG_ARGISNULL(first + 2) ? NULL : PG_GETARG_INTERVAL_P(first + 2);
 	a->keep = keep_interval(fcinfo, first + 3);
-	a->run_key = idem_text_arg(fcinfo, first + 4);
 	a->pk = partmap_key(a->target, idem_text_arg(fcinfo, first + 1));
 	a->stage = stage_plan(a->target, idem_text_arg(fcinfo, first));
 	if (!stage_has_column(a->stage, a->pk->column->name))
@@ -170,14 +172,22 @@ check_referencing_rows(ReplaceArgs *a, PartSlot *slot, const char *schema)
 
 	args[0] = ObjectIdGetDatum(a->target->relid);
 	SPI_execute_with_args("SELECT c.conname, c.conrelid::pg_catalog.regclass::pg_catalog.text,"
-						  " pg_catalog.string_agg(pg_catalog.format('r.%I = p.%I', ra.attname, pa.attname),"
-						  " ' AND ' ORDER BY k.n)"
+						  " pg_catalog.string_agg(pg_catalog.format('p.%I OPERATOR(%I.%s) r.%I',"
+						  " pa.attname, opn.nspname, op.oprname, ra.attname), ' AND ' ORDER BY k.n)"
 						  " FROM pg_catalog.pg_constraint c,"
-						  " ROWS FROM (pg_catalog.unnest(c.conkey), pg_catalog.unnest(c.confkey)) WITH ORDINALITY k(r, p, n),"
-						  " pg_catalog.pg_attribute ra, pg_catalog.pg_attribute pa"
-						  " WHERE c.confrelid = $1 AND c.contype = 'f' AND c.conparentid = 0"
-						  " AND ra.attrelid = c.conrelid AND ra.attnum = k.r"
-						  " AND pa.attrelid = c.confrelid AND pa.attnum = k.p"
+						  " ROWS FROM (pg_catalog.unnest(c.conkey), pg_catalog.unnest(c.confkey),"
+						  " pg_catalog.unnest(c.conpfeqop)) WITH ORDINALITY k(r, p, o, n),"
+						  " pg_catalog.pg_attribute ra, pg_catalog.pg_attribute pa,"
+						  " pg_catalog.pg_operator op, pg_catalog.pg_namespace opn"
+						  " WHERE c.confrelid OPERATOR(pg_catalog.=) $1"
+						  " AND c.contype OPERATOR(pg_catalog.=) 'f'"
+						  " AND c.conparentid OPERATOR(pg_catalog.=) 0"
+						  " AND ra.attrelid OPERATOR(pg_catalog.=) c.conrelid"
+						  " AND ra.attnum OPERATOR(pg_catalog.=) k.r"
+						  " AND pa.attrelid OPERATOR(pg_catalog.=) c.confrelid"
+						  " AND pa.attnum OPERATOR(pg_catalog.=) k.p"
+						  " AND op.oid OPERATOR(pg_catalog.=) k.o"
+						  " AND opn.oid OPERATOR(pg_catalog.=) op.oprnamespace"
 						  " GROUP BY c.oid, c.conname, c.conrelid ORDER BY c.conname",
 						  1, argtypes, args, NULL, false, 0);
 	n = SPI_processed;
@@ -187,7 +197,7 @@ check_referencing_rows(ReplaceArgs *a, PartSlot *slot, const char *schema)
 		char	   *conname = SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 1);
 		char	   *conrel = SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 2);
 
-		if (sqlb_exec_int8(psprintf("SELECT count(*)::pg_catalog.int8 FROM (SELECT 1 FROM %s r"
+		if (sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM (SELECT 1 FROM %s r"
 									" JOIN %s.%s p ON %s LIMIT 1) x",
 									conrel, schema, quote_identifier(slot->name),
 									SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 3))) > 0)
@@ -218,6 +228,8 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
 	start_run(&run, a, slot->value,
 			  quote_qualified_identifier(get_namespace_name(get_rel_namespace(a->target->relid)),
 										 slot->name));
+	if (OidIsValid(slot->partoid))
+		target_check_row_security(slot->partoid);
 	np = newpart_create(a->target, a->pk, slot);
 	if (from == NULL)
 		stage_fill(&loaded, np->qualname);
@@ -254,7 +266,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
 
 	r->loaded = loaded.nrows;
 	if (OidIsValid(slot->partoid))
-		r->replaced = sqlb_exec_int8(psprintf("SELECT count(*)::pg_catalog.int8 FROM %s.%s",
+		r->replaced = sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s.%s",
 											  np->schema, quote_identifier(slot->name)));
 	else if (OidIsValid(a->pk->default_part))
 		r->replaced = (int64) sqlb_exec(psprintf("DELETE FROM %s WHERE %s",
@@ -293,8 +305,7 @@ replace_in_table(ReplaceArgs *a, const char *value, const char *from, ReplaceRes
 	Stage		batch = *a->stage;
 	LedgerRun	run;
 	const char *col = quote_identifier(a->pk->column->name);
-	char	   *literal = partmap_literal(a->pk, value);
-	char	   *bound = psprintf("%s = %s", col, literal);
+	char	   *bound = partmap_value_check(a->pk, value);
 	StringInfoData sql;
 
 	memset(r, 0, sizeof(ReplaceResult));
@@ -305,10 +316,10 @@ replace_in_table(ReplaceArgs *a, const char *value, const char *from, ReplaceRes
 		char	   *example;
 
 		stage_load(&batch, a->target);
-		sqlb_exec(psprintf("SELECT count(*)::pg_catalog.int8,"
+		sqlb_exec(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8,"
 						   " pg_catalog.min(coalesce(%s::pg_catalog.text, 'NULL'))"
-						   " FROM %s WHERE %s IS DISTINCT FROM %s",
-						   col, batch.name, col, literal));
+						   " FROM %s WHERE NOT coalesce(%s, false)",
+						   col, batch.name, bound));
 		example = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 		if (example != NULL)
 			ereport(ERROR,
@@ -426,7 +437,7 @@ etl_replace_partitions(PG_FUNCTION_ARGS)
 	col = quote_identifier(a.pk->column->name);
 
 	stage_load(a.stage, a.target);
-	nulls = sqlb_exec_int8(psprintf("SELECT count(*)::pg_catalog.int8 FROM %s WHERE %s IS NULL",
+	nulls = sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s WHERE %s IS NULL",
 									a.stage->name, col));
 	if (nulls > 0)
 		ereport(ERROR,

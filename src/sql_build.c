@@ -11,12 +11,17 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_operator.h"
 #include "nodes/parsenodes.h"
 #include "parser/parser.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
+#include "utils/syscache.h"
 
 #include "sql_build.h"
 
@@ -191,13 +196,37 @@ sqlb_append_columns(StringInfo buf, const char *alias, char **names, int n)
 }
 
 /*
- * With nulls_match (a NULLS NOT DISTINCT key) NULL keys must match each
- * other; spelled as "= OR both NULL" rather than IS NOT DISTINCT FROM so that
- * the key's index can still be used.
+ * "OPERATOR(schema.name)" for operator opno: generated SQL names every
+ * operator with its schema, so that no search_path, whoever set it, can put
+ * another function in its place.
+ */
+char *
+sqlb_operator(Oid opno)
+{
+	HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
+	Form_pg_operator op;
+	char	   *result;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for operator %u", opno);
+	op = (Form_pg_operator) GETSTRUCT(tup);
+	result = psprintf("OPERATOR(%s.%s)",
+					  quote_identifier(get_namespace_name(op->oprnamespace)),
+					  NameStr(op->oprname));
+	ReleaseSysCache(tup);
+	return result;
+}
+
+/*
+ * Key match over quoted column names, each compared with its key's own
+ * equality operator (eqops[i], already "OPERATOR(schema.=)").  With
+ * nulls_match (a NULLS NOT DISTINCT key) NULL keys must match each other;
+ * spelled as "= OR both NULL" rather than IS NOT DISTINCT FROM, which would
+ * look its operator up by name, and so that the key's index can be used.
  */
 void
 sqlb_append_key_match(StringInfo buf, const char *left, const char *right,
-					  char **names, int n, bool nulls_match)
+					  char **names, char **eqops, int n, bool nulls_match)
 {
 	for (int i = 0; i < n; i++)
 	{
@@ -206,11 +235,27 @@ sqlb_append_key_match(StringInfo buf, const char *left, const char *right,
 		if (i > 0)
 			appendStringInfoString(buf, " AND ");
 		if (nulls_match)
-			appendStringInfo(buf, "(%s.%s = %s.%s OR (%s.%s IS NULL AND %s.%s IS NULL))",
-							 left, col, right, col, left, col, right, col);
+			appendStringInfo(buf, "(%s.%s %s %s.%s OR (%s.%s IS NULL AND %s.%s IS NULL))",
+							 left, col, eqops[i], right, col, left, col, right, col);
 		else
-			appendStringInfo(buf, "%s.%s = %s.%s", left, col, right, col);
+			appendStringInfo(buf, "%s.%s %s %s.%s", left, col, eqops[i], right, col);
 	}
+}
+
+/*
+ * Pin search_path to pg_catalog, pg_temp until AtEOXact_GUC(true, <the level
+ * returned>).  Every statement idem_etl builds qualifies its names anyway;
+ * this is the second wall, for statements that run with rights other than
+ * the caller's and for the workers' sessions.
+ */
+int
+sqlb_pin_search_path(void)
+{
+	int			nestlevel = NewGUCNestLevel();
+
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nestlevel;
 }
 
 /*

@@ -29,7 +29,10 @@ extern ErrorData *sqlb_try(void (*fn) (void *), void *arg);
 extern void sqlb_append_columns(StringInfo buf, const char *alias,
 								char **names, int n);
 extern void sqlb_append_key_match(StringInfo buf, const char *left,
-								  const char *right, char **names, int n,
-								  bool nulls_match);
+								  const char *right, char **names,
+								  char **eqops, int n, bool nulls_match);
+extern char *sqlb_operator(Oid opno);
+
+extern int	sqlb_pin_search_path(void);
 
 #endif							/* IDEM_SQL_BUILD_H */

@@ -27,6 +27,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "idem_etl.h"
 #include "sql_build.h"
@@ -49,16 +50,16 @@ rename_indexes(const char *schema, const char *table, const char *from, const ch
 	args[0] = CStringGetTextDatum(psprintf("%s.%s", schema, quote_identifier(table)));
 	args[1] = CStringGetTextDatum(from);
 	args[2] = CStringGetTextDatum(to);
-	SPI_execute_with_args("SELECT pg_catalog.quote_ident(c.relname),"
-						  " pg_catalog.quote_ident(pg_catalog.left($3 || pg_catalog.substr(c.relname,"
-						  "  pg_catalog.length($2) + 1), 63))"
-						  " FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid"
-						  " WHERE i.indrelid = $1::pg_catalog.regclass"
+	SPI_execute_with_args("SELECT pg_catalog.quote_ident(c.relname), pg_catalog.quote_ident(n.name)"
+						  " FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c"
+						  " ON c.oid OPERATOR(pg_catalog.=) i.indexrelid,"
+						  " LATERAL (SELECT pg_catalog.left(pg_catalog.concat($3, pg_catalog.substr(c.relname,"
+						  "  pg_catalog.length($2) OPERATOR(pg_catalog.+) 1)), 63)::pg_catalog.name AS name) n"
+						  " WHERE i.indrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass"
 						  " AND pg_catalog.starts_with(c.relname, $2)"
 						  " AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class o"
-						  "  WHERE o.relnamespace = c.relnamespace"
-						  "  AND o.relname = pg_catalog.left($3 || pg_catalog.substr(c.relname,"
-						  "  pg_catalog.length($2) + 1), 63))",
+						  "  WHERE o.relnamespace OPERATOR(pg_catalog.=) c.relnamespace"
+						  "  AND o.relname OPERATOR(pg_catalog.=) n.name)",
 						  3, argtypes, args, NULL, false, 0);
 	n = SPI_processed;
 	tuptable = SPI_tuptable;
@@ -76,15 +77,22 @@ rename_indexes(const char *schema, const char *table, const char *from, const ch
 void
 swap_serialize(Oid relid)
 {
-	if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
+	char	   *relname = get_rel_name(relid);
+
+	if (relname == NULL || get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
 		return;
 #if PG_VERSION_NUM >= 160000
 	if (!object_ownercheck(RelationRelationId, relid, GetUserId()))
 #else
 	if (!pg_class_ownercheck(relid, GetUserId()))
 #endif
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, relname);
 	LockRelationOid(relid, ShareUpdateExclusiveLock);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation \"%s\" does not exist", relname),
+				 errdetail("It was dropped while this call waited for its lock.")));
 }
 
 /*
@@ -96,7 +104,7 @@ swap_once(void *arg)
 {
 	const SwapSpec *s = (const SwapSpec *) arg;
 	const char *final_qual = psprintf("%s.%s", s->schema, quote_identifier(s->final_name));
-	int			nestlevel = NewGUCNestLevel();
+	int			nestlevel = sqlb_pin_search_path();
 
 	(void) set_config_option("lock_timeout", psprintf("%d", idem_lock_timeout),
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,

@@ -10,6 +10,7 @@
  */
 #include "postgres.h"
 
+#include "access/stratnum.h"
 #include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "executor/spi.h"
@@ -17,7 +18,9 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/timestamp.h"
+#include "utils/typcache.h"
 
 #include "dedup.h"
 #include "idem_etl.h"
@@ -66,15 +69,37 @@ non_key_columns(Stage *stage, TargetKey *key, int *n)
 	return cols;
 }
 
-/* "incoming may overwrite stored": newer or equal, and NULL never wins */
+/*
+ * "incoming may overwrite stored": newer or equal, and NULL never wins.
+ * ge is the column type's >= (newer_ge_operator).
+ */
 static void
 append_newer_wins(StringInfo buf, const char *stored, const char *incoming,
-				  const char *column)
+				  const char *column, const char *ge)
 {
 	const char *col = quote_identifier(column);
 
-	appendStringInfo(buf, "(%s.%s IS NULL OR coalesce(%s.%s >= %s.%s, false))",
-					 stored, col, incoming, col, stored, col);
+	appendStringInfo(buf, "(%s.%s IS NULL OR coalesce(%s.%s %s %s.%s, false))",
+					 stored, col, incoming, col, ge, stored, col);
+}
+
+/* The >= of the newer_column's type, from its default btree operator class. */
+static char *
+newer_ge_operator(TargetColumn *col)
+{
+	TypeCacheEntry *tc = lookup_type_cache(col->typid, TYPECACHE_BTREE_OPFAMILY);
+	Oid			ge = InvalidOid;
+
+	if (OidIsValid(tc->btree_opf))
+		ge = get_opfamily_member(tc->btree_opf, tc->btree_opintype,
+								 tc->btree_opintype, BTGreaterEqualStrategyNumber);
+	if (!OidIsValid(ge))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("newer_column \"%s\" has type %s, which has no ordering",
+						col->name, format_type_be(col->typid)),
+				 errhint("Use a column of an ordered type, such as a timestamp or a version number.")));
+	return sqlb_operator(ge);
 }
 
 static void
@@ -130,11 +155,11 @@ append_outcome(StringInfo sql, TargetInfo *target)
 {
 	if (target->relkind == RELKIND_RELATION)
 		appendStringInfoString(sql, " RETURNING t.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid AS idem_etl_inserted)"
-							   " SELECT count(*)::pg_catalog.int8,"
-							   " count(*) FILTER (WHERE idem_etl_inserted)::pg_catalog.int8"
+							   " SELECT pg_catalog.count(*)::pg_catalog.int8,"
+							   " pg_catalog.count(*) FILTER (WHERE idem_etl_inserted)::pg_catalog.int8"
 							   " FROM idem_written");
 	else
-		appendStringInfoString(sql, " RETURNING 1) SELECT count(*)::pg_catalog.int8, 0::pg_catalog.int8"
+		appendStringInfoString(sql, " RETURNING 1) SELECT pg_catalog.count(*)::pg_catalog.int8, 0::pg_catalog.int8"
 							   " FROM idem_written");
 }
 
@@ -148,12 +173,12 @@ count_partitioned_inserts(TargetInfo *target, TargetKey *key, KeyedBatch *batch,
 	if (!TransactionIdIsValid(xid))
 		return 0;
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT count(*)::pg_catalog.int8 FROM %s b JOIN %s t ON ",
+	appendStringInfo(&sql, "SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s b JOIN %s t ON ",
 					 batch->name, target->qualname);
-	sqlb_append_key_match(&sql, "t", "b", key->names, key->ncolumns,
+	sqlb_append_key_match(&sql, "t", "b", key->names, key->eqops, key->ncolumns,
 						  key->nulls_not_distinct);
 	appendStringInfo(&sql, " WHERE t.xmin OPERATOR(pg_catalog.=) '%u'::pg_catalog.xid"
-					 " AND t.cmin::pg_catalog.text::pg_catalog.int8 >= %u"
+					 " AND t.cmin::pg_catalog.text::pg_catalog.int8 OPERATOR(pg_catalog.>=) %u"
 					 " AND t.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid",
 					 xid, merge_cid);
 	return sqlb_exec_int8(sql.data);
@@ -179,6 +204,8 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	int64		inserted;
 	int			nestlevel;
 	CommandId	merge_cid;
+	char	   *newer_ge = newer_column ?
+		newer_ge_operator(target_column(target, newer_column)) : NULL;
 
 	initStringInfo(&keys);
 	sqlb_append_columns(&keys, NULL, key->names, key->ncolumns);
@@ -188,7 +215,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	sqlb_append_columns(&sql, "b", stage->columns, stage->ncolumns);
 	appendStringInfo(&sql, " FROM %s b LEFT JOIN %s t ON ",
 					 batch->name, target->qualname);
-	sqlb_append_key_match(&sql, "t", "b", key->names, key->ncolumns,
+	sqlb_append_key_match(&sql, "t", "b", key->names, key->eqops, key->ncolumns,
 						  key->nulls_not_distinct);
 	appendStringInfoString(&sql, " WHERE t.ctid IS NULL");
 	if (nset > 0)
@@ -204,7 +231,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 		if (newer_column)
 		{
 			appendStringInfoString(&sql, " AND ");
-			append_newer_wins(&sql, "t", "b", newer_column);
+			append_newer_wins(&sql, "t", "b", newer_column, newer_ge);
 		}
 		appendStringInfoChar(&sql, ')');
 	}
@@ -227,7 +254,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 		if (newer_column)
 		{
 			appendStringInfoString(&sql, " WHERE ");
-			append_newer_wins(&sql, "t", "EXCLUDED", newer_column);
+			append_newer_wins(&sql, "t", "EXCLUDED", newer_column, newer_ge);
 		}
 	}
 	append_outcome(&sql, target);
@@ -266,7 +293,7 @@ delete_missing_rows(TargetInfo *target, TargetKey *key, KeyedBatch *batch,
 	appendStringInfo(&sql, "DELETE FROM %s WHERE (%s\n) AND NOT EXISTS (SELECT 1 FROM %s b WHERE ",
 					 target->qualname, condition, batch->name);
 	sqlb_append_key_match(&sql, quote_identifier(target->relname), "b",
-						  key->names, key->ncolumns, key->nulls_not_distinct);
+						  key->names, key->eqops, key->ncolumns, key->nulls_not_distinct);
 	appendStringInfoChar(&sql, ')');
 	return (int64) sqlb_exec(sql.data);
 }
@@ -311,6 +338,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	args.newer_column = idem_text_arg(fcinfo, 4);
 	args.delete_missing = idem_text_arg(fcinfo, 5);
 	args.run_key = idem_text_arg(fcinfo, 6);
+	ledger_check_length("run_key", args.run_key);
 
 	memset(&run, 0, sizeof(run));
 	run.started_at = GetCurrentTimestamp();
@@ -319,7 +347,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 
-	target = target_open(args.target);
+	target = target_open(args.target, ACL_SELECT | ACL_INSERT);
 	run.target = target->qualname;
 	run.target_oid = target->relid;
 	key = target_key(target, args.key_columns);

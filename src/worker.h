@@ -22,6 +22,10 @@ extern void worker_shmem_init(void);
 extern Size worker_shmem_size(void);
 extern int	worker_slot_reserve(void);
 extern void worker_slot_release(int slot);
+extern void worker_shmem_request(void);
+extern void worker_register_proc(Oid dboid);
+extern void worker_signal_database(Oid dboid);
+extern void worker_pin_session(void);
 
 #include "postmaster/bgworker.h"
 

@@ -7,11 +7,14 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/postmaster.h"
+#include "utils/acl.h"
+#include "utils/guc.h"
 #include "utils/snapmgr.h"
 
 #include "worker.h"
@@ -65,34 +68,49 @@ worker_end_tx(void)
  * DROP DATABASE refuses while other sessions are connected, and a scheduler
  * stays connected to its database: ask idem_etl's workers there to exit
  * first (DROP DATABASE waits a few seconds for them).  The launcher starts
- * no new scheduler there for a while (PROBE_EVERY naptimes).
+ * no new scheduler there for a while (PROBE_EVERY naptimes).  Only for a
+ * caller who may drop the database: anybody else gets DROP DATABASE's own
+ * error, and nobody's workers are disturbed.  The workers are found in
+ * idem_etl's shared memory, which, unlike pg_stat_activity, shows them to
+ * every role.
  */
 void
 worker_stop_in_database(const char *dbname)
 {
 	Oid			dboid = get_database_oid(dbname, true);
-	Oid			argtypes[1] = {OIDOID};
-	Datum		args[1];
-	uint64		n;
 
-	if (!OidIsValid(dboid))
+	if (!OidIsValid(dboid) || !idem_preloaded)
 		return;
-	args[0] = ObjectIdGetDatum(dboid);
-	SPI_connect();
-	if (SPI_execute_with_args("SELECT pid FROM pg_catalog.pg_stat_activity"
-							  " WHERE datid = $1 AND backend_type IN"
-							  " ('idem_etl scheduler', 'idem_etl job')",
-							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "listing idem_etl's workers failed");
-	n = SPI_processed;
-	for (uint64 i = 0; i < n; i++)
-	{
-		bool		isnull;
-		pid_t		pid = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
-													  SPI_tuptable->tupdesc, 1, &isnull));
+#if PG_VERSION_NUM >= 160000
+	if (!object_ownercheck(DatabaseRelationId, dboid, GetUserId()))
+#else
+	if (!pg_database_ownercheck(dboid, GetUserId()))
+#endif
+		return;
+	worker_signal_database(dboid);
+}
 
-		if (!isnull)
-			(void) kill(pid, SIGTERM);
-	}
-	SPI_finish();
+/*
+ * Settings that a role or database may set (ALTER ROLE/DATABASE ... SET)
+ * and that the workers' own sessions must not obey: they run idem_etl's
+ * bookkeeping, with the rights of a superuser or of the state's owner.  Set
+ * at the highest priority, so that a configuration reload keeps them.
+ */
+void
+worker_pin_session(void)
+{
+	static const char *const pinned[][2] = {
+		{"search_path", "pg_catalog, pg_temp"},
+		{"default_transaction_read_only", "off"},
+		{"default_transaction_isolation", "read committed"},
+		{"statement_timeout", "0"},
+		{"lock_timeout", "0"},
+		{"idle_in_transaction_session_timeout", "0"},
+		{"row_security", "on"},
+		{"DateStyle", "ISO"},
+		{"IntervalStyle", "postgres"},
+	};
+
+	for (int i = 0; i < lengthof(pinned); i++)
+		SetConfigOption(pinned[i][0], pinned[i][1], PGC_SUSET, PGC_S_OVERRIDE);
 }

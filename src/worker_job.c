@@ -33,6 +33,7 @@ idem_job_main(Datum arg)
 	memcpy(&job, MyBgworkerEntry->bgw_extra, sizeof(JobStart));
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
+	worker_register_proc(job.dboid);
 #if PG_VERSION_NUM >= 160000
 	BackgroundWorkerInitializeConnectionByOid(job.dboid, job.roleoid,
 											  BGWORKER_BYPASS_ROLELOGINCHECK);

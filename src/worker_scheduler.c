@@ -10,6 +10,7 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -34,8 +35,7 @@
 static bool
 extension_present(void)
 {
-	return sqlb_exec_int8("SELECT count(*)::pg_catalog.int8 FROM pg_catalog.pg_extension"
-						  " WHERE extname = 'idem_etl'") > 0;
+	return OidIsValid(get_extension_oid("idem_etl", true));
 }
 
 /* The job workers this scheduler started, each holding a slot. */
@@ -241,7 +241,9 @@ idem_scheduler_main(Datum arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
+	worker_register_proc(DatumGetObjectId(arg));
 	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(arg), InvalidOid, 0);
+	worker_pin_session();
 	pgstat_report_appname("idem_etl scheduler");
 	on_shmem_exit(release_slots, (Datum) 0);
 
