@@ -15,6 +15,7 @@
 #include "postmaster/postmaster.h"
 #include "utils/acl.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
 #include "worker.h"
@@ -43,9 +44,12 @@ worker_describe(BackgroundWorker *bgw, const char *function, const char *type)
  * A unit of a worker's work: transaction, SPI and snapshot, shown in
  * pg_stat_activity as activity (when not NULL).
  */
+static MemoryContext outside_tx = NULL;
+
 void
 worker_begin_tx(const char *activity)
 {
+	outside_tx = CurrentMemoryContext;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();
@@ -60,6 +64,8 @@ worker_end_tx(void)
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	/* back to the loop's context, not TopMemoryContext where commit leaves us */
+	MemoryContextSwitchTo(outside_tx);
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }

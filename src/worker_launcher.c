@@ -84,6 +84,7 @@ list_databases(void)
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
 	CommitTransactionCommand();
+	MemoryContextSwitchTo(cxt);
 	return oids;
 }
 
@@ -93,6 +94,8 @@ start_scheduler(SchedulerEntry *entry)
 	BackgroundWorker bgw;
 	MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
 
+	if (entry->handle)
+		pfree(entry->handle);	/* of a scheduler that has stopped */
 	worker_describe(&bgw, "idem_scheduler_main", "idem_etl scheduler");
 	snprintf(bgw.bgw_name, BGW_MAXLEN, "idem_etl scheduler for database %u", entry->dboid);
 	bgw.bgw_main_arg = ObjectIdGetDatum(entry->dboid);
@@ -158,22 +161,37 @@ visit_databases(void)
 		SchedulerEntry *entry = lfirst(lc);
 
 		if (!entry->seen)
+		{
 			schedulers = foreach_delete_current(schedulers, lc);
+			if (entry->handle)
+				pfree(entry->handle);
+			pfree(entry);
+		}
 	}
-	list_free(oids);
 }
 
+/*
+ * The loop allocates in a context reset every round; what must outlive a
+ * round (the scheduler entries and their handles) lives in TopMemoryContext
+ * and is freed when it is dropped or replaced.
+ */
 void
 idem_launcher_main(Datum arg)
 {
+	MemoryContext loopcxt;
+
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("idem_etl launcher");
+	loopcxt = AllocSetContextCreate(TopMemoryContext, "idem_etl launcher loop",
+									ALLOCSET_DEFAULT_SIZES);
 
 	for (;;)
 	{
+		MemoryContextReset(loopcxt);
+		MemoryContextSwitchTo(loopcxt);
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{

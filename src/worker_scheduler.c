@@ -72,6 +72,8 @@ reap(void)
 		{
 			worker_slot_release(rj->slot);
 			running = foreach_delete_current(running, lc);
+			pfree(rj->handle);
+			pfree(rj);
 		}
 	}
 }
@@ -235,9 +237,17 @@ dispatch(void)
 	}
 }
 
+/*
+ * The loop allocates in a context reset every round (transactions switch
+ * away from it and back to TopMemoryContext, see worker_end_tx); the
+ * running job workers' entries live in TopMemoryContext and are freed by
+ * reap().
+ */
 void
 idem_scheduler_main(Datum arg)
 {
+	MemoryContext loopcxt;
+
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
@@ -246,9 +256,13 @@ idem_scheduler_main(Datum arg)
 	worker_pin_session();
 	pgstat_report_appname("idem_etl scheduler");
 	on_shmem_exit(release_slots, (Datum) 0);
+	loopcxt = AllocSetContextCreate(TopMemoryContext, "idem_etl scheduler loop",
+									ALLOCSET_DEFAULT_SIZES);
 
 	for (;;)
 	{
+		MemoryContextReset(loopcxt);
+		MemoryContextSwitchTo(loopcxt);
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{

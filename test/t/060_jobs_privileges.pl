@@ -123,8 +123,11 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM idem_etl.jobs WHERE job_id
 is(as('bob', 'SELECT count(*) FROM idem_etl.jobs WHERE job_name = \'alice later\''),
 	'0', 'bob cannot find it by name either');
 
-# bob cannot cancel alice's job
-is(as('bob', "SELECT etl_cancel($ja)"), 'f', 'etl_cancel of another role\'s job returns false');
+# bob cannot cancel alice's job, nor learn that it exists: 42704, as for a
+# job that does not exist
+like(as_fails('bob', "SELECT etl_cancel($ja)"),
+	qr/job $ja does not exist or is not visible to role "bob"/,
+	'etl_cancel of another role\'s job: as if it did not exist');
 is($node->safe_psql('postgres', "SELECT status FROM idem_etl.jobs WHERE job_id = $ja"),
 	'queued', 'alice\'s job is still queued');
 my $jb2 = as('bob',
