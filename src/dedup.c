@@ -17,26 +17,35 @@
 
 /*
  * Raise 21000 when two rows of relation rel share a key but differ.  Rows are
- * compared by binary image (*=), which needs no equality operator on any
- * column type.  The key is shown as PostgreSQL shows it in unique
- * violations: (a, b)=(1, null).
+ * compared by binary image (*=, ordered by *<), which needs no equality
+ * operator on any column type.  One sort of the batch by key and image puts
+ * the rows of a key side by side, identical ones next to each other: a row
+ * that differs from the one before it in the same key is a conflict.  So the
+ * check costs a sort, n log n, however many duplicates there are.  The key
+ * is shown as PostgreSQL shows it in unique violations: (a, b)=(1, null).
  */
 static void
 check_conflicts(TargetInfo *target, TargetKey *key, const char *rel, bool tie)
 {
 	StringInfoData sql;
+	StringInfoData keys;
 	int64		nkeys;
 	char	   *example;
 
+	initStringInfo(&keys);
+	sqlb_append_columns(&keys, "a", key->names, key->ncolumns);
 	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT pg_catalog.count(*)::pg_catalog.int8, pg_catalog.min(k) FROM (SELECT pg_catalog.concat('('");
+	appendStringInfoString(&sql, "SELECT pg_catalog.count(DISTINCT k)::pg_catalog.int8, pg_catalog.min(k)"
+						   " FROM (SELECT pg_catalog.concat('('");
 	for (int i = 0; i < key->ncolumns; i++)
 		appendStringInfo(&sql, ", %scoalesce(a.%s::pg_catalog.text, 'null')",
 						 i ? "', ', " : "", quote_identifier(key->names[i]));
-	appendStringInfo(&sql, ", ')') AS k FROM %s a WHERE EXISTS (SELECT 1 FROM %s b WHERE ",
-					 rel, rel);
-	sqlb_append_key_match(&sql, "a", "b", key->names, key->eqops, key->ncolumns, true);
-	appendStringInfoString(&sql, " AND NOT (a OPERATOR(pg_catalog.*=) b)) GROUP BY 1) c");
+	appendStringInfo(&sql, ", ')') AS k,"
+					 " pg_catalog.row_number() OVER w AS n,"
+					 " a OPERATOR(pg_catalog.*=) pg_catalog.lag(a) OVER w AS same"
+					 " FROM %s a WINDOW w AS (PARTITION BY %s ORDER BY a USING OPERATOR(pg_catalog.*<))) c"
+					 " WHERE n OPERATOR(pg_catalog.>) 1 AND NOT same",
+					 rel, keys.data);
 	sqlb_exec(sql.data);
 
 	nkeys = sqlb_result_int8(1);
