@@ -69,16 +69,6 @@ check_conflicts(TargetInfo *target, TargetKey *key, const char *rel, bool tie)
 			 errhint("Pass order_by to choose which row wins, or remove the duplicates from the source.")));
 }
 
-/* CREATE TEMP TABLE name AS <query> */
-static char *
-create_temp_as(const char *purpose, const char *query)
-{
-	char	   *name = stage_temp_name(purpose);
-
-	sqlb_exec(psprintf("CREATE TEMP TABLE %s ON COMMIT DROP AS %s", name, query));
-	return name;
-}
-
 static int
 cmp_uint64(const void *a, const void *b)
 {
@@ -112,11 +102,12 @@ keys_proven_unique(Stage *stage)
 KeyedBatch
 dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_by)
 {
-	KeyedBatch	batch = {stage->name, false, stage->nrows};
+	KeyedBatch	batch = {stage->name, NULL, stage->nrows};
 	StringInfoData sql;
 	StringInfoData keys;
 	int64		dup_keys;
 	char	   *from;
+	StagedRel  *ranked = NULL;
 
 	initStringInfo(&keys);
 	sqlb_append_columns(&keys, NULL, key->names, key->ncolumns);
@@ -153,19 +144,24 @@ dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_
 	if (order_by)
 	{
 		resetStringInfo(&sql);
-		appendStringInfoString(&sql, "SELECT ");
-		sqlb_append_columns(&sql, NULL, stage->columns, stage->ncolumns);
-		appendStringInfo(&sql, " FROM (SELECT s.*, pg_catalog.rank() OVER (PARTITION BY %s ORDER BY %s\n) AS idem_etl_rank FROM %s s) r WHERE idem_etl_rank OPERATOR(pg_catalog.=) 1",
+		/*
+		 * The row travels whole, as s, beside its rank, so that no name we
+		 * give can meet a column of the target's.
+		 */
+		appendStringInfo(&sql, "SELECT (r.s).* FROM (SELECT s, pg_catalog.rank()"
+						 " OVER (PARTITION BY %s ORDER BY %s\n) AS n FROM %s s) r"
+						 " WHERE r.n OPERATOR(pg_catalog.=) 1",
 						 keys.data, order_by, stage->name);
-		from = create_temp_as("ranked", sql.data);
+		ranked = stage_query(sql.data, "ranked");
+		from = ranked->name;
 	}
 	check_conflicts(target, key, from, order_by != NULL);
 
 	resetStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT DISTINCT ON (%s) * FROM %s", keys.data, from);
-	batch.name = create_temp_as("batch", sql.data);
-	batch.is_copy = true;
-	if (from != stage->name)
-		stage_drop(from);
+	batch.copy = stage_query(sql.data, "batch");
+	batch.name = batch.copy->name;
+	if (ranked)
+		stage_drop(ranked);
 	return batch;
 }

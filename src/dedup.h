@@ -12,7 +12,8 @@
 typedef struct KeyedBatch
 {
 	char	   *name;			/* relation to read the batch from */
-	bool		is_copy;		/* a temp table of its own, to drop */
+	StagedRel  *copy;			/* a staged copy of its own, to drop; NULL
+								 * when it is the stage itself */
 	int64		nkeys;			/* distinct keys = rows to merge */
 } KeyedBatch;
 

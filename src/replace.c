@@ -245,6 +245,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
 		appendStringInfo(&sql, " FROM %s WHERE %s", from, slot->check_sql);
 		loaded.nrows = (int64) sqlb_exec(sql.data);
 		loaded.name = np->qualname;
+		loaded.staged = NULL;
 	}
 	run.batch_rows = loaded.nrows;
 	run.fingerprint = stage_scan(&loaded, NULL, replace_options(&loaded, slot->bound_sql));
@@ -332,9 +333,9 @@ replace_in_table(ReplaceArgs *a, const char *value, const char *from, ReplaceRes
 	}
 	else
 	{
-		batch.name = stage_temp_name("value");
-		batch.nrows = (int64) sqlb_exec(psprintf("CREATE TEMP TABLE %s ON COMMIT DROP AS SELECT * FROM %s WHERE %s",
-												 batch.name, from, bound));
+		batch.staged = stage_query(psprintf("SELECT * FROM %s WHERE %s", from, bound), "value");
+		batch.name = batch.staged->name;
+		batch.nrows = batch.staged->nrows;
 	}
 	run.batch_rows = batch.nrows;
 	run.fingerprint = stage_scan(&batch, NULL, replace_options(&batch, bound));
@@ -357,7 +358,7 @@ replace_in_table(ReplaceArgs *a, const char *value, const char *from, ReplaceRes
 		run.rows_loaded = r->loaded;
 		run.rows_replaced = r->replaced;
 	}
-	stage_drop(batch.name);
+	stage_drop(batch.staged);
 	r->run_id = ledger_record(&run);
 }
 
@@ -471,7 +472,7 @@ etl_replace_partitions(PG_FUNCTION_ARGS)
 			done = lappend_oid(done, r.partition);
 		put_result(store, desc, &r);
 	}
-	stage_drop(a.stage->name);
+	stage_drop(a.stage->staged);
 	SPI_finish();
 	AtEOXact_GUC(true, nestlevel);
 	return (Datum) 0;

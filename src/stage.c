@@ -26,23 +26,88 @@
 #include "utils/snapmgr.h"
 #include "utils/typcache.h"
 
+#include "access/detoast.h"
+#include "executor/executor.h"
+#include "executor/tstoreReceiver.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/parse_coerce.h"
+#include "utils/queryenvironment.h"
+
 #include "sql_build.h"
 #include "stage.h"
 
-/* A name for a temp table of this call; unique within the session. */
-char *
-stage_temp_name(const char *purpose)
+/*
+ * Staged batches live in tuplestores (in memory up to work_mem, then in a
+ * temporary file), each registered with SPI as an ephemeral named relation,
+ * as PL/pgSQL does for trigger transition tables: statements read it by its
+ * name, which nothing in the catalogs can shadow.  No temporary table is
+ * created, so a stream of small calls writes nothing to the system catalogs
+ * and leaves nothing in the session's caches.
+ */
+static StagedRel *
+stage_register(const char *purpose, TupleDesc desc)
 {
 	static uint32 serial = 0;
+	StagedRel  *rel = palloc0(sizeof(StagedRel));
+	EphemeralNamedRelation enr = palloc0(sizeof(EphemeralNamedRelationData));
 
-	return psprintf("pg_temp.%s",
-					quote_identifier(psprintf("idem_etl_%s_%u", purpose, ++serial)));
+	rel->name = psprintf("idem_etl_%s_%u", purpose, ++serial);
+	rel->desc = desc;
+	rel->store = tuplestore_begin_heap(false, false, work_mem);
+	enr->md.name = rel->name;
+	enr->md.reliddesc = InvalidOid;
+	enr->md.tupdesc = desc;
+	enr->md.enrtype = ENR_NAMED_TUPLESTORE;
+	enr->md.enrtuples = 0;
+	enr->reldata = rel->store;
+	rel->enr = enr;
+	return rel;
+}
+
+/* Publish the relation for the statements that follow, with its row count. */
+static void
+stage_publish(StagedRel *rel)
+{
+	rel->enr->md.enrtuples = (double) rel->nrows;
+	if (SPI_register_relation(rel->enr) != SPI_OK_REL_REGISTER)
+		elog(ERROR, "could not register staged relation %s", rel->name);
 }
 
 void
-stage_drop(const char *name)
+stage_drop(StagedRel *rel)
 {
-	sqlb_exec(psprintf("DROP TABLE %s", name));
+	if (SPI_unregister_relation(rel->name) != SPI_OK_REL_UNREGISTER)
+		elog(ERROR, "could not unregister staged relation %s", rel->name);
+	tuplestore_end(rel->store);
+}
+
+/*
+ * The rows of a query over staged relations, staged in turn under a name
+ * made of purpose.
+ */
+StagedRel *
+stage_query(const char *sql, const char *purpose)
+{
+	SPIPlanPtr	plan = sqlb_prepare(sql, 0, NULL);
+	CachedPlanSource *ps = linitial(SPI_plan_get_plan_sources(plan));
+	StagedRel  *rel = stage_register(purpose, CreateTupleDescCopy(ps->resultDesc));
+	DestReceiver *dest = CreateDestReceiver(DestTuplestore);
+	SPIExecuteOptions options;
+	int			rc;
+
+	SetTuplestoreDestReceiverParams(dest, rel->store, CurrentMemoryContext, true,
+									NULL, NULL);
+	memset(&options, 0, sizeof(options));
+	options.dest = dest;
+	rc = SPI_execute_plan_extended(plan, &options);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "staging failed: %s", SPI_result_code_string(rc));
+	rel->nrows = (int64) SPI_processed;
+	dest->rDestroy(dest);
+	SPI_freeplan(plan);
+	stage_publish(rel);
+	return rel;
 }
 
 /*
@@ -128,35 +193,168 @@ stage_fill(Stage *stage, const char *into)
 		elog(ERROR, "loading the source failed: %s", SPI_result_code_string(rc));
 	stage->nrows = SPI_processed;
 	stage->name = pstrdup(into);
+	stage->staged = NULL;
 	SPI_freeplan(plan);
 }
 
 /*
- * Create a temporary stage with the target's types (so values are cast, and
- * compared, exactly as they will be stored) and run the source into it.
+ * The receiver that stages the source: each value is coerced to its target
+ * column's type exactly as INSERT would (assignment coercion, typmod and
+ * domain checks), and detoasted, so that the stage holds the values as they
+ * would be stored and depends on no other table's TOAST data.
+ */
+typedef struct StageReceiver
+{
+	DestReceiver pub;
+	StagedRel  *rel;
+	ExprState **coerce;			/* per column; NULL when the types match */
+	ExprContext *econtext;
+	MemoryContext rowcxt;
+	Datum	   *values;
+	bool	   *nulls;
+} StageReceiver;
+
+static bool
+stage_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	StageReceiver *r = (StageReceiver *) self;
+	TupleDesc	desc = r->rel->desc;
+	MemoryContext oldcxt = MemoryContextSwitchTo(r->rowcxt);
+
+	slot_getallattrs(slot);
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Datum		value = slot->tts_values[i];
+		bool		isnull = slot->tts_isnull[i];
+
+		if (r->coerce[i])
+		{
+			r->econtext->caseValue_datum = value;
+			r->econtext->caseValue_isNull = isnull;
+			value = ExecEvalExpr(r->coerce[i], r->econtext, &isnull);
+		}
+		if (!isnull && TupleDescAttr(desc, i)->attlen == -1 &&
+			VARATT_IS_EXTERNAL(DatumGetPointer(value)))
+			value = PointerGetDatum(detoast_external_attr((struct varlena *) DatumGetPointer(value)));
+		r->values[i] = value;
+		r->nulls[i] = isnull;
+	}
+	tuplestore_putvalues(r->rel->store, desc, r->values, r->nulls);
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextReset(r->rowcxt);
+	ResetExprContext(r->econtext);
+	r->rel->nrows++;
+	return true;
+}
+
+static void
+stage_receiver_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+}
+
+static void
+stage_receiver_shutdown(DestReceiver *self)
+{
+}
+
+static void
+stage_receiver_destroy(DestReceiver *self)
+{
+}
+
+/*
+ * How source column i (of type srcdesc's) becomes a value of target column
+ * col: NULL when it already is one, else the coercion INSERT applies.
+ */
+static ExprState *
+coercion_for(Form_pg_attribute src, TargetColumn *col)
+{
+	CaseTestExpr *placeholder;
+	Node	   *expr;
+
+	if (src->atttypid == col->typid && (src->atttypmod == col->typmod || col->typmod < 0))
+		return NULL;
+	placeholder = makeNode(CaseTestExpr);
+	placeholder->typeId = src->atttypid;
+	placeholder->typeMod = src->atttypmod;
+	placeholder->collation = src->attcollation;
+	expr = coerce_to_target_type(NULL, (Node *) placeholder, src->atttypid,
+								 col->typid, col->typmod,
+								 COERCION_ASSIGNMENT, COERCE_IMPLICIT_CAST, -1);
+	if (expr == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" is of type %s but the source's column is of type %s",
+						col->name, format_type_be(col->typid), format_type_be(src->atttypid)),
+				 errhint("Cast the column in the source query.")));
+	if (expr == (Node *) placeholder)
+		return NULL;
+	return ExecInitExpr(expression_planner((Expr *) expr), NULL);
+}
+
+/*
+ * Run the source, once, into a staged relation with the target's column
+ * types, in the caller's statement snapshot (read-only execution uses the
+ * active snapshot as it is): the source sees what the calling statement
+ * sees.
  */
 void
 stage_load(Stage *stage, TargetInfo *target)
 {
 	StringInfoData sql;
-	char	   *name = stage_temp_name("stage");
+	SPIPlanPtr	plan;
+	CachedPlanSource *ps;
+	TupleDesc	desc = CreateTemplateTupleDesc(stage->ncolumns);
+	StageReceiver r;
+	SPIExecuteOptions options;
+	int			rc;
 
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "CREATE TEMP TABLE %s (", name);
 	for (int i = 0; i < stage->ncolumns; i++)
 	{
 		TargetColumn *col = target_column(target, stage->columns[i]);
 
-		appendStringInfo(&sql, "%s%s %s", i ? ", " : "",
-						 quote_identifier(col->name),
-						 format_type_extended(col->typid, col->typmod,
-											  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
-		if (OidIsValid(col->collation) && col->collation != get_typcollation(col->typid))
-			appendStringInfo(&sql, " COLLATE %s", generate_collation_name(col->collation));
+		TupleDescInitEntry(desc, i + 1, col->name, col->typid, col->typmod, 0);
+		TupleDescInitEntryCollation(desc, i + 1, col->collation);
 	}
-	appendStringInfoString(&sql, ") ON COMMIT DROP");
-	sqlb_exec(sql.data);
-	stage_fill(stage, name);
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	sqlb_append_columns(&sql, "idem_src", stage->columns, stage->ncolumns);
+	appendStringInfo(&sql, " FROM (%s\n) AS idem_src", stage->body);
+	plan = sqlb_prepare(sql.data, 0, NULL);
+	ps = linitial(SPI_plan_get_plan_sources(plan));
+
+	memset(&r, 0, sizeof(r));
+	r.pub.receiveSlot = stage_receive;
+	r.pub.rStartup = stage_receiver_startup;
+	r.pub.rShutdown = stage_receiver_shutdown;
+	r.pub.rDestroy = stage_receiver_destroy;
+	r.pub.mydest = DestTuplestore;
+	r.rel = stage_register("stage", desc);
+	r.coerce = palloc0(sizeof(ExprState *) * stage->ncolumns);
+	for (int i = 0; i < stage->ncolumns; i++)
+		r.coerce[i] = coercion_for(TupleDescAttr(ps->resultDesc, i),
+								   target_column(target, stage->columns[i]));
+	r.econtext = CreateStandaloneExprContext();
+	r.rowcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl staging row",
+									 ALLOCSET_DEFAULT_SIZES);
+	r.values = palloc(sizeof(Datum) * stage->ncolumns);
+	r.nulls = palloc(sizeof(bool) * stage->ncolumns);
+
+	memset(&options, 0, sizeof(options));
+	options.read_only = true;
+	options.dest = (DestReceiver *) &r;
+	rc = SPI_execute_plan_extended(plan, &options);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "loading the source failed: %s", SPI_result_code_string(rc));
+	FreeExprContext(r.econtext, true);
+	MemoryContextDelete(r.rowcxt);
+	SPI_freeplan(plan);
+
+	stage_publish(r.rel);
+	stage->staged = r.rel;
+	stage->name = r.rel->name;
+	stage->nrows = r.rel->nrows;
 }
 
 /* Feed one attribute's binary image into the two hash lanes. */
@@ -280,11 +478,10 @@ hash_key(KeyHasher *kh, int nkeys, TupleDesc desc, TupleTableSlot *slot,
 char *
 stage_scan(Stage *stage, TargetKey *key, const char *options)
 {
-	Oid			relid = DatumGetObjectId(DirectFunctionCall1(regclassin,
-															 CStringGetDatum(stage->name)));
-	Relation	rel;
-	Snapshot	snap;
-	TableScanDesc scan;
+	Relation	rel = NULL;
+	Snapshot	snap = NULL;
+	TableScanDesc scan = NULL;
+	int			readptr = 0;
 	TupleTableSlot *slot;
 	TupleDesc	desc;
 	KeyHasher  *kh;
@@ -293,9 +490,26 @@ stage_scan(Stage *stage, TargetKey *key, const char *options)
 	uint64		sum[2] = {0, 0};
 	uint64		opts;
 
-	CommandCounterIncrement();
-	rel = relation_open(relid, AccessShareLock);
-	desc = RelationGetDescr(rel);
+	if (stage->staged)
+	{
+		desc = stage->staged->desc;
+		slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
+		readptr = tuplestore_alloc_read_pointer(stage->staged->store, EXEC_FLAG_REWIND);
+		tuplestore_select_read_pointer(stage->staged->store, readptr);
+		tuplestore_rescan(stage->staged->store);
+	}
+	else
+	{
+		/* a table loaded by stage_fill in this transaction */
+		CommandCounterIncrement();
+		rel = relation_open(DatumGetObjectId(DirectFunctionCall1(regclassin,
+																 CStringGetDatum(stage->name))),
+							AccessShareLock);
+		desc = RelationGetDescr(rel);
+		snap = RegisterSnapshot(GetLatestSnapshot());
+		scan = table_beginscan(rel, snap, 0, NULL);
+		slot = table_slot_create(rel, NULL);
+	}
 	kh = key ? key_hashers(desc, key) : NULL;
 	stage->null_key_rows = 0;
 	stage->nkey_hashes = 0;
@@ -303,14 +517,12 @@ stage_scan(Stage *stage, TargetKey *key, const char *options)
 	if (key && stage->nrows > 0 &&
 		stage->nrows <= (int64) work_mem * 1024L / sizeof(uint64))
 		stage->key_hashes = palloc(sizeof(uint64) * stage->nrows);
-
-	snap = RegisterSnapshot(GetLatestSnapshot());
-	scan = table_beginscan(rel, snap, 0, NULL);
-	slot = table_slot_create(rel, NULL);
 	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl stage scan",
 								   ALLOCSET_DEFAULT_SIZES);
 
-	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	while (stage->staged ?
+		   tuplestore_gettupleslot(stage->staged->store, true, false, slot) :
+		   table_scan_getnextslot(scan, ForwardScanDirection, slot))
 	{
 		uint64		h[2] = {0, 0};
 		uint64		keyhash;
@@ -335,9 +547,14 @@ stage_scan(Stage *stage, TargetKey *key, const char *options)
 	}
 
 	ExecDropSingleTupleTableSlot(slot);
-	table_endscan(scan);
-	UnregisterSnapshot(snap);
-	relation_close(rel, AccessShareLock);
+	if (stage->staged)
+		tuplestore_select_read_pointer(stage->staged->store, 0);
+	else
+	{
+		table_endscan(scan);
+		UnregisterSnapshot(snap);
+		relation_close(rel, AccessShareLock);
+	}
 	MemoryContextDelete(rowcxt);
 
 	opts = hash_bytes_extended((const unsigned char *) options, strlen(options),

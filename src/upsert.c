@@ -401,10 +401,10 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 		merge_batch(target, key, stage, &batch, setcols, nset, args.newer_column, &counts);
 		if (args.delete_missing)
 			counts.deleted = delete_missing_rows(target, key, &batch, args.delete_missing);
-		if (batch.is_copy)
-			stage_drop(batch.name);
+		if (batch.copy)
+			stage_drop(batch.copy);
 	}
-	stage_drop(stage->name);
+	stage_drop(stage->staged);
 
 	run.inserted = counts.inserted;
 	run.updated = counts.updated;
