@@ -175,6 +175,13 @@ END $$;
 SELECT * FROM src.stage_and_load();
 SELECT * FROM src.k WHERE id >= 10 ORDER BY id;
 
+-- the source runs read-only in the caller's snapshot: no row locks, no
+-- writes in WITH (0A000, before anything runs)
+SELECT * FROM src.err($$SELECT * FROM etl_upsert_batch('src.k', 'SELECT * FROM src.stage FOR UPDATE')$$);
+SELECT * FROM src.err($$SELECT * FROM etl_upsert_batch('src.k',
+    'WITH d AS (DELETE FROM src.stage RETURNING *) SELECT * FROM d')$$);
+SELECT count(*) AS stage_rows_kept FROM src.stage;
+
 SET client_min_messages = warning;
 DROP SCHEMA src CASCADE;
 DROP EXTENSION idem_etl;

@@ -91,6 +91,27 @@ not_single(const char *argname, const char *what, const char *hint)
 			 errhint("%s", hint)));
 }
 
+/* No FOR UPDATE/SHARE and no INSERT, UPDATE or DELETE in a WITH clause. */
+static bool
+select_is_read_only(SelectStmt *s)
+{
+	ListCell   *lc;
+
+	if (s == NULL)
+		return true;
+	if (s->lockingClause != NIL)
+		return false;
+	if (s->withClause)
+		foreach(lc, s->withClause->ctes)
+		{
+			Node	   *q = lfirst_node(CommonTableExpr, lc)->ctequery;
+
+			if (!IsA(q, SelectStmt) || !select_is_read_only((SelectStmt *) q))
+				return false;
+		}
+	return select_is_read_only(s->larg) && select_is_read_only(s->rarg);
+}
+
 /*
  * The source argument: exactly one query (SELECT, VALUES, TABLE, WITH ...).
  * Returns its text without a trailing semicolon, ready to be a subquery.
@@ -108,6 +129,12 @@ sqlb_single_query(const char *sql, const char *argname)
 				   "Pass a single SELECT, VALUES, TABLE or WITH query, without a semicolon between statements.");
 
 	raw = linitial_node(RawStmt, stmts);
+	if (!select_is_read_only((SelectStmt *) raw->stmt))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s must be a read-only query", argname),
+				 errdetail("It may not lock rows (FOR UPDATE, FOR SHARE) nor modify data in a WITH clause: it runs in the calling statement's snapshot, as a read-only query."),
+				 errhint("Do the writes in a statement of their own before the call.")));
 	if (raw->stmt_len == 0)
 		return pstrdup(sql + raw->stmt_location);
 	return pnstrdup(sql + raw->stmt_location, raw->stmt_len);
