@@ -1,0 +1,506 @@
+# 100_security_worker: attacks on the background workers by an ordinary
+# LOGIN role, "attacker", that owns a schema "evil" and plants functions
+# there: operators shadowing the built-ins the workers' bookkeeping uses
+# (=, <, <=, +, -, ^, || on bigint, integer, text, name, oid, timestamptz,
+# interval), count(*), now() and a few others.  Each planted function logs
+# current_user and session_user (to evil.log, writable by everybody, and to
+# the server log, which survives a rollback) and, when it runs as a
+# superuser, makes the attacker a superuser.
+#
+# Every case checks that the attacker is not a superuser afterwards, that
+# the planted code never ran as another role, the expected outcome, and
+# that no server process crashed:
+#
+#  1. role settings: ALTER ROLE attacker SET search_path = evil, pg_catalog;
+#     the job worker's bookkeeping (reading the command, marking the job
+#     succeeded or failed, the retry backoff) does not run the planted code;
+#     the jobs still end as they should (succeeded, failed, retried).
+#  2. database settings: a database owned by the attacker with
+#     ALTER DATABASE ... SET search_path = evil, pg_catalog; the scheduler
+#     (the bootstrap superuser) and the job workers of every role there do
+#     not run the planted code, also the janitor; jobs still run.
+#  3. inside a job: SET search_path, set_config('search_path'), SET LOCAL,
+#     SET ROLE, set_config('role') with search_path, RESET ROLE,
+#     CREATE TEMP TABLE jobs: the job succeeds and the bookkeeping after it
+#     is unaffected; SET SESSION AUTHORIZATION fails with 42501; a later
+#     job of another role runs correctly.
+#  5. the janitor: a view on a kept partition keeps the janitor from
+#     dropping it: a WARNING names the kept table, the scheduler keeps
+#     running (it does not exit in a loop) and other roles' jobs still run.
+#  6. DROP DATABASE: a non-superuser owner can drop its own database with a
+#     running scheduler; DROP DATABASE of a database the caller may not drop
+#     fails with 42501 and signals none of its workers (its scheduler is the
+#     same process, a running job is not interrupted), also when the caller
+#     may read all statistics (pg_read_all_stats).
+use strict;
+use warnings;
+use Time::HiRes qw(usleep);
+use Test::More;
+use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEtl;
+
+my $node = new_node('security_worker');
+
+# The test's own sessions (as superuser or victims) must not run the
+# attacker's code themselves: client options override the role and
+# database settings the attacker controls (pg_catalog is searched first
+# when not listed).  Background workers do not see this.  The attacker's
+# sessions clear it, so its own settings apply to them.
+my $SAFE = '-c search_path=public';
+$ENV{PGOPTIONS} = $SAFE;
+
+sub cs
+{
+	my ($db, $role) = @_;
+	return $node->connstr($db) . " user=$role";
+}
+
+# superuser, immune to the attacker's settings
+sub su
+{
+	my ($db, $sql) = @_;
+	return $node->safe_psql($db, $sql);
+}
+
+# as a role; the attacker with its own (role and database) settings
+sub as
+{
+	my ($role, $db, $sql) = @_;
+	local $ENV{PGOPTIONS} = $role eq 'attacker' ? '' : $SAFE;
+	return $node->safe_psql($db, $sql, connstr => cs($db, $role));
+}
+
+# as a role, expecting maybe an error: (exit code, stdout, stderr verbose)
+sub try_as
+{
+	my ($role, $db, $sql) = @_;
+	local $ENV{PGOPTIONS} = $role eq 'attacker' ? '' : $SAFE;
+	return $node->psql($db, "\\set VERBOSITY verbose\n$sql",
+		connstr => cs($db, $role));
+}
+
+sub sqlstate
+{
+	my ($err) = @_;
+	return $err =~ /ERROR:\s+([0-9A-Z]{5}):/ ? $1 : 'no error';
+}
+
+# --- the attacker's planted code
+
+my @ops = (
+	[ '=',  'bigint',      'bigint',           'boolean' ],
+	[ '=',  'integer',     'integer',          'boolean' ],
+	[ '=',  'text',        'text',             'boolean' ],
+	[ '=',  'name',        'name',             'boolean' ],
+	[ '=',  'oid',         'oid',              'boolean' ],
+	[ '<>', 'text',        'text',             'boolean' ],
+	[ '<',  'integer',     'integer',          'boolean' ],
+	[ '<=', 'integer',     'integer',          'boolean' ],
+	[ '<',  'timestamptz', 'timestamptz',      'boolean' ],
+	[ '<=', 'timestamptz', 'timestamptz',      'boolean' ],
+	[ '>=', 'timestamptz', 'timestamptz',      'boolean' ],
+	[ '>',  'timestamptz', 'timestamptz',      'boolean' ],
+	[ '+',  'integer',     'integer',          'integer' ],
+	[ '-',  'integer',     'integer',          'integer' ],
+	[ '+',  'timestamptz', 'interval',         'timestamptz' ],
+	[ '-',  'timestamptz', 'interval',         'timestamptz' ],
+	[ '^', 'double precision', 'double precision', 'double precision' ],
+	[ '||', 'text',        'text',             'text' ]);
+
+# Run as the attacker in a database where the superuser made
+# "CREATE SCHEMA evil AUTHORIZATION attacker".  Every planted function is
+# a plain (SECURITY INVOKER) function: it runs with its caller's rights.
+sub plant
+{
+	my ($db) = @_;
+	my $sql = q{
+	CREATE TABLE evil.log (fn text, cur name, sess name,
+	                       at timestamptz DEFAULT pg_catalog.clock_timestamp());
+	GRANT USAGE ON SCHEMA evil TO PUBLIC;
+	GRANT SELECT, INSERT ON evil.log TO PUBLIC;
+	CREATE FUNCTION evil.pwn(fn text) RETURNS void LANGUAGE plpgsql AS $f$
+	BEGIN
+	    RAISE LOG 'idem_etl security test: attacker code % ran as current_user=% session_user=%',
+	        fn, current_user, session_user;
+	    INSERT INTO evil.log (fn, cur, sess) VALUES (fn, current_user, session_user);
+	    IF (SELECT r.rolsuper FROM pg_catalog.pg_roles r
+	         WHERE r.rolname OPERATOR(pg_catalog.=) current_user) THEN
+	        ALTER ROLE attacker SUPERUSER;
+	    END IF;
+	END $f$;
+	};
+	my $i = 0;
+	for my $op (@ops)
+	{
+		my ($o, $l, $r, $ret) = @$op;
+		$i++;
+		$sql .= qq{
+	CREATE FUNCTION evil.op$i($l, $r) RETURNS $ret LANGUAGE plpgsql AS \$f\$
+	BEGIN PERFORM evil.pwn('$o($l, $r)'); RETURN \$1 OPERATOR(pg_catalog.$o) \$2; END \$f\$;
+	CREATE OPERATOR evil.$o (leftarg = $l, rightarg = $r, function = evil.op$i);
+};
+	}
+	$sql .= q{
+	CREATE FUNCTION evil.count_sfunc(bigint) RETURNS bigint LANGUAGE plpgsql AS $f$
+	BEGIN PERFORM evil.pwn('count(*) sfunc'); RETURN $1 OPERATOR(pg_catalog.+) 1; END $f$;
+	CREATE FUNCTION evil.count_final(bigint) RETURNS bigint LANGUAGE plpgsql AS $f$
+	BEGIN PERFORM evil.pwn('count(*) final'); RETURN $1; END $f$;
+	CREATE AGGREGATE evil.count(*) (sfunc = evil.count_sfunc, stype = bigint,
+	                                initcond = '0', finalfunc = evil.count_final);
+	CREATE FUNCTION evil.now() RETURNS timestamptz LANGUAGE plpgsql AS $f$
+	BEGIN PERFORM evil.pwn('now()'); RETURN pg_catalog.now(); END $f$;
+	CREATE FUNCTION evil.quote_ident(text) RETURNS text LANGUAGE plpgsql AS $f$
+	BEGIN PERFORM evil.pwn('quote_ident(text)'); RETURN pg_catalog.quote_ident($1); END $f$;
+	CREATE FUNCTION evil.to_regclass(text) RETURNS regclass LANGUAGE plpgsql AS $f$
+	BEGIN PERFORM evil.pwn('to_regclass(text)'); RETURN pg_catalog.to_regclass($1); END $f$;
+	CREATE FUNCTION evil.pg_cancel_backend(integer) RETURNS boolean LANGUAGE plpgsql AS $f$
+	BEGIN PERFORM evil.pwn('pg_cancel_backend(integer)'); RETURN pg_catalog.pg_cancel_backend($1); END $f$;
+	CREATE FUNCTION evil.make_interval(years int DEFAULT 0, months int DEFAULT 0,
+	        weeks int DEFAULT 0, days int DEFAULT 0, hours int DEFAULT 0,
+	        mins int DEFAULT 0, secs double precision DEFAULT 0) RETURNS interval
+	    LANGUAGE plpgsql AS $f$
+	BEGIN PERFORM evil.pwn('make_interval');
+	      RETURN pg_catalog.make_interval(years, months, weeks, days, hours, mins, secs); END $f$;
+	};
+	as('attacker', $db, $sql);
+}
+
+# --- the checks every case makes
+
+sub attacker_not_superuser
+{
+	my ($case) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	is(su('postgres', "SELECT rolsuper FROM pg_roles WHERE rolname = 'attacker'"),
+		'f', "$case: the attacker is not a superuser");
+}
+
+# the planted code never ran as another role: evil.log of the database and
+# the server log from the offset on
+sub never_ran_as_other
+{
+	my ($case, $db, $offset) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	is( su( $db, q{
+		SELECT coalesce(string_agg(DISTINCT fn || ' as ' || cur || ' (session ' || sess || ')', '; '), '')
+		  FROM evil.log WHERE cur <> 'attacker'}),
+		'',
+		"$case: the attacker's code never ran as another role (evil.log in $db)");
+	my @lines =
+	  grep { /attacker code .* ran as current_user=(\S+)/ && $1 ne 'attacker' }
+	  split /\n/, slurp_file($node->logfile, $offset);
+	ok(!@lines, "$case: nor per the server log")
+	  or diag join("\n", @lines[ 0 .. ($#lines < 4 ? $#lines : 4) ]);
+	no_crash($node, "$case: no server process crashed", $offset);
+}
+
+# a new case: the attacker is an ordinary role again, evil.log empty
+sub new_case
+{
+	my (@dbs) = @_;
+	su('postgres', 'ALTER ROLE attacker NOSUPERUSER');
+	su($_, 'TRUNCATE evil.log') for @dbs;
+	return -s $node->logfile;
+}
+
+sub scheduler_pid
+{
+	my ($db) = @_;
+	return su('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'idem_etl scheduler' AND datname = '$db'"
+	);
+}
+
+sub wait_scheduler
+{
+	my ($db) = @_;
+	return $node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem_etl scheduler' AND datname = '$db'"
+	);
+}
+
+# --- set-up: roles, and the planted code in postgres
+
+su( 'postgres', q{
+	CREATE EXTENSION idem_etl;
+	CREATE ROLE attacker LOGIN;
+	CREATE ROLE victim LOGIN;
+	CREATE ROLE other;                 -- a role the attacker is a member of
+	GRANT other TO attacker;
+	CREATE SCHEMA evil AUTHORIZATION attacker;
+	CREATE TABLE whoami (tag text, cur name, sess name);
+	GRANT INSERT, SELECT ON whoami TO PUBLIC;
+});
+plant('postgres');
+
+my $whoami = q{INSERT INTO public.whoami SELECT %s, current_user, session_user};
+
+sub whoami_cmd
+{
+	my ($tag) = @_;
+	return sprintf($whoami, "'$tag'");
+}
+
+# ======================================================================
+# 1. role settings
+# ======================================================================
+my $offset = new_case('postgres');
+as('attacker', 'postgres', 'ALTER ROLE attacker SET search_path = evil, pg_catalog');
+
+# positive control: the role setting makes the planted operators win
+as('attacker', 'postgres', 'SELECT 1::bigint = 2::bigint, now(), 1 + 1');
+ok( su( 'postgres',
+		"SELECT count(*) > 0 FROM evil.log WHERE cur = 'attacker' AND fn = '=(bigint, bigint)'"),
+	'1: control: in the attacker\'s own sessions its operators shadow the built-ins');
+
+my ($ok1, $fail1, $transient1) = map { as('attacker', 'postgres', $_) } (
+	q{SELECT public.etl_submit('SELECT 1')},
+	q{SELECT public.etl_submit('SELECT 1/0', max_attempts => 2)},
+	q{SELECT public.etl_submit($c$DO $d$BEGIN RAISE EXCEPTION 'try again' USING ERRCODE = '40001'; END $d$$c$,
+	                           max_attempts => 2)});
+is(wait_ended($node, $ok1), 'succeeded', '1: with a hostile search_path role setting, a job still succeeds');
+is(wait_ended($node, $fail1), 'failed', '1: a failing job fails');
+is(su('postgres', "SELECT attempts || ' ' || split_part(last_error, ':', 1) FROM idem_etl.jobs WHERE job_id = $fail1"),
+	'1 22012', '1: at once, with 22012');
+is(wait_ended($node, $transient1), 'failed', '1: a transient failure is retried, then fails');
+is( su( 'postgres',
+		"SELECT attempts || ' ' || split_part(last_error, ':', 1) FROM idem_etl.jobs WHERE job_id = $transient1"),
+	'2 40001',
+	'1: after max_attempts (2), with 40001 (the backoff ran)');
+is(su('postgres', "SELECT string_agg(DISTINCT submitted_by::text, ',') FROM idem_etl.jobs WHERE job_id IN ($ok1, $fail1, $transient1)"),
+	'attacker', '1: the jobs are the attacker\'s');
+attacker_not_superuser('1 (role settings)');
+never_ran_as_other('1 (role settings)', 'postgres', $offset);
+as('attacker', 'postgres', 'ALTER ROLE attacker RESET search_path');
+
+# ======================================================================
+# 2. database settings, in a database the attacker owns
+# ======================================================================
+su('postgres', 'CREATE DATABASE attdb OWNER attacker');
+as('attacker', 'attdb', 'CREATE SCHEMA evil');
+plant('attdb');
+$offset = new_case('postgres', 'attdb');
+as('attacker', 'attdb', 'ALTER DATABASE attdb SET search_path = evil, pg_catalog');
+su('attdb', q{
+	CREATE EXTENSION idem_etl SCHEMA public;
+	CREATE TABLE public.whoami (tag text, cur name, sess name);
+	GRANT INSERT, SELECT ON public.whoami TO PUBLIC;
+});
+# the attacker's table, for the janitor: one partition replaced and kept
+# for a second (loaded with a harmless search_path: the attack here is on
+# the workers, not on the caller)
+as('attacker', 'attdb', q{
+	CREATE TABLE evil.parted (d date NOT NULL, v int) PARTITION BY RANGE (d);
+	CREATE TABLE evil.parted_20261128 PARTITION OF evil.parted
+	    FOR VALUES FROM ('2026-11-28') TO ('2026-11-29');
+	INSERT INTO evil.parted VALUES ('2026-11-28', 1);
+});
+# every idem_etl process connects again, after the setting
+$node->restart;
+ok(wait_scheduler('attdb'), '2: a scheduler runs in the attacker\'s database');
+as('attacker', 'attdb', 'SELECT 1::bigint = 2::bigint');
+ok(su('attdb', "SELECT count(*) > 0 FROM evil.log WHERE cur = 'attacker'"),
+	'2: control: the database setting makes the planted operators win');
+as('attacker', 'attdb', q{
+	SET search_path = public, pg_catalog;
+	SELECT rows_loaded FROM etl_replace_partition('evil.parted', '2026-11-28',
+	    $$SELECT '2026-11-28'::date AS d, 2 AS v$$, keep_replaced => '1 second');
+});
+
+my %jobs2 = (
+	attacker => as('attacker', 'attdb', q{SELECT public.etl_submit('SELECT 1')}),
+	victim => as('victim', 'attdb', sprintf(q{SELECT etl_submit(%s)}, '$c$' . whoami_cmd('victim in attdb') . '$c$')),
+	postgres => su('attdb', sprintf(q{SELECT etl_submit(%s)}, '$c$' . whoami_cmd('superuser in attdb') . '$c$')),
+	failing => as('attacker', 'attdb', q{SELECT public.etl_submit('SELECT 1/0', max_attempts => 2)}),
+	transient => as('attacker', 'attdb',
+		q{SELECT public.etl_submit($c$DO $d$BEGIN RAISE EXCEPTION 'again' USING ERRCODE = '40001'; END $d$$c$,
+		                           max_attempts => 2)}));
+is( join(',', map { wait_ended($node, $jobs2{$_}, 'attdb') } qw(attacker victim postgres failing transient)),
+	'succeeded,succeeded,succeeded,failed,failed',
+	'2: jobs of the attacker, a victim and the superuser run there; failing ones fail');
+is(su('attdb', q{SELECT string_agg(tag || ':' || cur, ',' ORDER BY tag COLLATE "C") FROM public.whoami}),
+	'superuser in attdb:postgres,victim in attdb:victim', '2: each as its own role');
+is(su('attdb', "SELECT attempts FROM idem_etl.jobs WHERE job_id = $jobs2{transient}"),
+	'2', '2: the transient failure was retried');
+ok( $node->poll_query_until('attdb',
+		'SELECT count(*) = 0 FROM idem_etl.replaced_partitions'),
+	'2: the janitor dropped the expired kept partition');
+attacker_not_superuser('2 (database settings)');
+never_ran_as_other('2 (database settings)', 'attdb', $offset);
+# its processes would go on calling the planted code: the database goes
+su('postgres', 'DROP DATABASE attdb');
+
+# ======================================================================
+# 3. inside a job
+# ======================================================================
+$offset = new_case('postgres');
+my @inside = (
+	[ 'SET search_path = evil, pg_catalog', 'succeeded' ],
+	[ q{SELECT set_config('search_path', 'evil, pg_catalog', false)}, 'succeeded' ],
+	[ 'SET LOCAL search_path = evil, pg_catalog', 'succeeded' ],
+	[ 'SET ROLE other', 'succeeded' ],
+	[ q{SELECT set_config('role', 'other', false), set_config('search_path', 'evil, pg_catalog', false)},
+		'succeeded' ],
+	[ 'RESET ROLE', 'succeeded' ],
+	[ 'SET SESSION AUTHORIZATION postgres', 'failed' ],
+	[ 'CREATE TEMP TABLE jobs (job_id bigint, command text, status text, attempts int)', 'succeeded' ],
+	[ q{DO $d$BEGIN SET search_path = evil, pg_catalog; RAISE EXCEPTION 'again' USING ERRCODE = '40001'; END $d$},
+		'failed' ]);
+# one job at a time, the attacker an ordinary role again before each, so
+# that each outcome is that job's own
+for my $case (@inside)
+{
+	my ($cmd, $expected) = @$case;
+	my $q = '$c$' . $cmd . '$c$';
+	su('postgres', 'ALTER ROLE attacker NOSUPERUSER');
+	my $id = as('attacker', 'postgres', "SELECT etl_submit($q, max_attempts => 2)");
+	is(wait_ended($node, $id), $expected, "3: a job running \"$cmd\": $expected");
+	is(su('postgres', "SELECT rolsuper FROM pg_roles WHERE rolname = 'attacker'"),
+		'f', "3: after \"$cmd\" the attacker is not a superuser");
+	next unless $cmd =~ /SESSION AUTHORIZATION/;
+	is( su( 'postgres',
+			"SELECT attempts || ' ' || split_part(last_error, ':', 1) FROM idem_etl.jobs WHERE job_id = $id"),
+		'1 42501',
+		'3: SET SESSION AUTHORIZATION fails at once with 42501');
+}
+my $later = as('victim', 'postgres', sprintf('SELECT etl_submit(%s)', '$c$' . whoami_cmd('after inside') . '$c$'));
+is(wait_ended($node, $later), 'succeeded', '3: a later job of another role succeeds');
+is(su('postgres', "SELECT cur || '/' || sess FROM whoami WHERE tag = 'after inside'"),
+	'victim/victim', '3: as that role');
+attacker_not_superuser('3 (inside a job)');
+never_ran_as_other('3 (inside a job)', 'postgres', $offset);
+
+# ======================================================================
+# 5. the janitor: a kept partition it cannot drop
+# ======================================================================
+su('postgres', 'CREATE DATABASE jandb');
+su('jandb', q{
+	CREATE EXTENSION idem_etl;
+	CREATE SCHEMA evil AUTHORIZATION attacker;
+	CREATE TABLE whoami (tag text, cur name, sess name);
+	GRANT INSERT, SELECT ON whoami TO PUBLIC;
+});
+plant('jandb');
+$offset = new_case('postgres', 'jandb');
+ok(wait_scheduler('jandb'), '5: a scheduler runs in jandb');
+my $before5 = as('victim', 'jandb', sprintf('SELECT etl_submit(%s)', '$c$' . whoami_cmd('before') . '$c$'));
+is(wait_ended($node, $before5, 'jandb'), 'succeeded', '5: jobs run in jandb');
+# the replace and the view in one transaction: the janitor cannot drop the
+# kept table in between
+my $kept = as('attacker', 'jandb', q{
+	CREATE TABLE evil.parted (d date NOT NULL, v int) PARTITION BY RANGE (d);
+	CREATE TABLE evil.parted_20261128 PARTITION OF evil.parted
+	    FOR VALUES FROM ('2026-11-28') TO ('2026-11-29');
+	INSERT INTO evil.parted VALUES ('2026-11-28', 1);
+	BEGIN;
+	SELECT FROM etl_replace_partition('evil.parted', '2026-11-28',
+	    $$SELECT '2026-11-28'::date AS d, 2 AS v$$, keep_replaced => '1 second');
+	DO $$BEGIN
+	    EXECUTE format('CREATE VIEW evil.keep_alive AS SELECT * FROM %s',
+	                   (SELECT kept_table FROM idem_etl.replaced_partitions));
+	END $$;
+	COMMIT;
+	SELECT kept_table FROM idem_etl.replaced_partitions;
+});
+$kept =~ s/^\s+|\s+$//g;
+ok($kept ne '', "5: the attacker's partition is kept as $kept, and a view depends on it");
+(my $kept_name = $kept) =~ s/^.*\.//;
+$kept_name =~ s/"//g;
+ok( $node->poll_query_until('jandb', 'SELECT coalesce(bool_and(keep_until < now()), true) FROM idem_etl.replaced_partitions'),
+	'5: its keep_replaced has passed');
+
+# bounded poll of the server log for the janitor's warning
+my $warned = 0;
+for (1 .. 200)
+{
+	last if $warned = $node->log_contains(qr/WARNING:.*\Q$kept_name\E/, $offset);
+	usleep(100_000);
+}
+ok($warned, "5: the janitor warns, naming the kept table $kept_name");
+my $sched5 = scheduler_pid('jandb');
+my @after5 = (
+	as('victim', 'jandb', sprintf('SELECT etl_submit(%s)', '$c$' . whoami_cmd('after') . '$c$')),
+	su('jandb', sprintf('SELECT etl_submit(%s)', '$c$' . whoami_cmd('after su') . '$c$')));
+{
+	local $PostgreSQL::Test::Utils::timeout_default = 20;
+	$node->poll_query_until('jandb',
+		"SELECT bool_and(status NOT IN ('queued', 'running')) FROM idem_etl.jobs WHERE job_id IN ("
+		  . join(',', @after5) . ')');
+}
+is( su( 'jandb',
+		"SELECT string_agg(status, ',' ORDER BY job_id) FROM idem_etl.jobs WHERE job_id IN (" . join(',', @after5) . ')'),
+	'succeeded,succeeded',
+	'5: jobs of other roles submitted afterwards still run');
+push @after5, as('victim', 'jandb', sprintf('SELECT etl_submit(%s)', '$c$' . whoami_cmd('after 2') . '$c$'));
+{
+	local $PostgreSQL::Test::Utils::timeout_default = 5;
+	is(wait_ended($node, $after5[-1], 'jandb'), 'succeeded', '5: and later ones too');
+}
+is(su('jandb', q{SELECT string_agg(tag || ':' || cur, ',' ORDER BY tag COLLATE "C") FROM whoami WHERE tag LIKE 'after%'}),
+	'after:victim,after 2:victim,after su:postgres', '5: each as its role');
+isnt($sched5, '', '5: a scheduler was running in jandb after the warning');
+is(scheduler_pid('jandb'), $sched5, '5: and it is still the same process (it does not exit in a loop)');
+ok( !$node->log_contains(
+		qr/background worker "idem_etl scheduler[^"]*" \(PID \d+\) exited with exit code 1/, $offset),
+	'5: no scheduler exited with an error');
+attacker_not_superuser('5 (janitor)');
+never_ran_as_other('5 (janitor)', 'jandb', $offset);
+
+# ======================================================================
+# 6. DROP DATABASE and its hook
+# ======================================================================
+$offset = new_case('postgres');
+
+# 6a. the attacker drops its own database, with a scheduler and a finished job
+su('postgres', 'CREATE DATABASE dropme OWNER attacker');
+su('dropme', 'CREATE EXTENSION idem_etl');
+ok(wait_scheduler('dropme'), '6: a scheduler runs in the attacker\'s database dropme');
+my $j6 = as('attacker', 'dropme', q{SELECT etl_submit('SELECT 1')});
+is(wait_ended($node, $j6, 'dropme'), 'succeeded', '6: a job of the attacker ran there');
+my ($ret, $out, $err) = try_as('attacker', 'postgres', 'DROP DATABASE dropme');
+is(sqlstate($err), 'no error', '6: its non-superuser owner drops it (DROP DATABASE)');
+is(su('postgres', "SELECT count(*) FROM pg_database WHERE datname = 'dropme'"), '0', '6: dropme is gone');
+
+# 6b. a database the attacker may not drop
+su('postgres', 'CREATE DATABASE victimdb OWNER victim');
+su('victimdb', 'CREATE EXTENSION idem_etl');
+ok(wait_scheduler('victimdb'), '6: a scheduler runs in victimdb');
+my $v1 = as('victim', 'victimdb', q{SELECT etl_submit('SELECT 1')});
+is(wait_ended($node, $v1, 'victimdb'), 'succeeded', '6: a job of the victim ran there');
+my $sched6 = scheduler_pid('victimdb');
+
+for my $with_stats (0, 1)
+{
+	my $how = $with_stats ? 'with pg_read_all_stats' : 'a plain role';
+	su('postgres', 'GRANT pg_read_all_stats TO attacker') if $with_stats;
+	my $log6 = -s $node->logfile;
+	# a job running during the attack
+	my $sleeper = as('victim', 'victimdb', q{SELECT etl_submit('SELECT pg_sleep(2)', max_attempts => 3)});
+	ok( $node->poll_query_until('victimdb',
+			"SELECT status = 'running' AND worker_pid IS NOT NULL FROM idem_etl.jobs WHERE job_id = $sleeper"),
+		"6 ($how): a victim's job is running");
+	($ret, $out, $err) = try_as('attacker', 'postgres', 'DROP DATABASE victimdb');
+	is(sqlstate($err), '42501', "6 ($how): DROP DATABASE victimdb by the attacker fails with 42501")
+	  or last;
+	($ret, $out, $err) = try_as('attacker', 'postgres', "BEGIN;\nDROP DATABASE victimdb;");
+	isnt(sqlstate($err), 'no error', "6 ($how): also inside a transaction block");
+	is(wait_ended($node, $sleeper, 'victimdb'), 'succeeded', "6 ($how): the running job succeeds");
+	is(su('victimdb', "SELECT attempts FROM idem_etl.jobs WHERE job_id = $sleeper"),
+		'1', "6 ($how): in its first attempt (its worker was not signalled)");
+	my $v2 = as('victim', 'victimdb', q{SELECT etl_submit('SELECT 2')});
+	is(wait_ended($node, $v2, 'victimdb'), 'succeeded', "6 ($how): victimdb still runs jobs");
+	is(scheduler_pid('victimdb'), $sched6, "6 ($how): with the same scheduler process");
+	ok(!$node->log_contains(qr/terminating background worker "idem_etl/, $log6),
+		"6 ($how): no idem_etl worker was terminated");
+	is(su('postgres', "SELECT count(*) FROM pg_database WHERE datname = 'victimdb'"), '1',
+		"6 ($how): victimdb exists");
+}
+attacker_not_superuser('6 (DROP DATABASE)');
+no_crash($node, '6 (DROP DATABASE): no server process crashed', $offset);
+
+no_crash($node, 'no server process crashed');
+
+$node->stop;
+done_testing();
