@@ -21,7 +21,8 @@ OBJS = \
 	src/worker_common.o \
 	src/worker_shmem.o \
 	src/worker_launcher.o \
-	src/worker_scheduler.o \
+	src/worker_dispatcher.o \
+	src/worker_status.o \
 	src/worker_job.o
 
 DATA = $(wildcard idem_etl--*.sql)
@@ -41,6 +42,8 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
+# PGXS tracks no header dependencies: rebuild everything when a header changes.
+$(OBJS): $(wildcard src/*.h)
 else
 # Without postgresql-server-dev-15 only the self-installing targets work.
 all install installcheck:

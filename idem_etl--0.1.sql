@@ -119,6 +119,18 @@ CREATE POLICY jobs_of_member ON idem_etl.jobs FOR SELECT
 REVOKE ALL ON idem_etl.jobs FROM PUBLIC;
 GRANT SELECT ON idem_etl.jobs TO PUBLIC;
 
+-- The background worker's view of each database's work (src/worker_status.c).
+CREATE FUNCTION idem_etl.worker_status(
+    OUT database name, OUT queued integer, OUT running integer,
+    OUT next_due timestamptz, OUT oldest_due_wait interval,
+    OUT next_housekeeping timestamptz, OUT waiting_reason text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'idem_etl_worker_status'
+LANGUAGE C VOLATILE STRICT;
+CREATE VIEW idem_etl.worker_status AS SELECT * FROM idem_etl.worker_status();
+GRANT SELECT ON idem_etl.worker_status TO PUBLIC;
+COMMENT ON VIEW idem_etl.worker_status IS 'idem_etl: per database, queued and running jobs and why due jobs wait';
+
 -- Internal: the change test of the merge (see src/compare.c).
 CREATE FUNCTION idem_etl.same_image(VARIADIC "any") RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_etl_same_image'

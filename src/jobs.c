@@ -130,6 +130,7 @@ submit(const char *command, const char *job_name, int32 max_attempts,
 						 " submitted_by, submitted_by_oid, run_after)"
 						 " VALUES ($1, $2, $3, $4, $5, $6) RETURNING job_id",
 						 6, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
+	worker_note_due(run_after);
 	return sqlb_result_int8(1);
 }
 
@@ -282,7 +283,9 @@ status_ended(const char *status)
 }
 
 /*
- * Sleep on the latch between looks at the job: no busy waiting.  Each look
+ * Sleep between looks at the job, on a condition variable that every job's
+ * end (and every cancel, at commit) broadcasts: no busy waiting, and the
+ * wait ends as soon as the job does.  Each look
  * allocates in a context reset before the next, so a long wait does not
  * grow; the status returned is copied to the caller's context before SPI's
  * memory goes away.
@@ -318,17 +321,18 @@ etl_wait(PG_FUNCTION_ARGS)
 		long		remaining;
 
 		MemoryContextReset(pollcxt);
+		worker_job_ended_prepare();
 		status = job_status(plan, job_id, pollcxt, NULL);
 		if (status_ended(status))
 			break;
 		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 		if (remaining <= 0)
 			break;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Min(remaining, 100L), PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
+		/* woken as soon as any job ends; the timeout is a safety net */
+		worker_job_ended_wait(Min(remaining, 1000L));
 		CHECK_FOR_INTERRUPTS();
 	}
+	worker_job_ended_cancel();
 	status = MemoryContextStrdup(callercxt, status);
 	SPI_finish();
 	PG_RETURN_TEXT_P(cstring_to_text(status));
@@ -355,10 +359,12 @@ etl_cancel(PG_FUNCTION_ARGS)
 		SPI_finish();
 		PG_RETURN_BOOL(false);
 	}
-	ledger_exec_as_owner("UPDATE idem_etl.jobs SET status = 'cancelled', finished_at = pg_catalog.now(),"
+	ledger_exec_as_owner("UPDATE idem_etl.jobs SET status = 'cancelled', finished_at = pg_catalog.clock_timestamp(),"
 						 " last_error = pg_catalog.concat('cancelled by ', pg_catalog.quote_ident($2))"
 						 " WHERE job_id OPERATOR(pg_catalog.=) $1 AND " JOB_PENDING,
 						 2, argtypes, args, NULL, SPI_OK_UPDATE);
+	if (SPI_processed > 0)
+		worker_note_job_ended();
 	if (SPI_processed > 0 && pid > 0 && strcmp(status, "running") == 0)
 		(void) DirectFunctionCall1(pg_cancel_backend, Int32GetDatum(pid));
 	SPI_finish();
@@ -402,22 +408,24 @@ exec_with_job(const char *sql, int64 job_id, int expected)
 
 /*
  * Running jobs whose worker is gone (crash, kill, server restart): retried
- * like a transient error, or failed when out of attempts.  A worker counts
- * as alive when the scheduler knows it started (live_pids: it may not be in
- * pg_stat_activity yet) or when pg_stat_activity shows it.
+ * like a transient error, or failed when out of attempts.  live_jobs are
+ * the jobs (int64 *) that the job slots in shared memory say a worker runs
+ * or is about to run; after a crash the slots are empty, so every running
+ * job is requeued.
  */
 int
-jobs_requeue_dead(List *live_pids)
+jobs_requeue_dead(List *live_jobs)
 {
-	Oid			argtypes[1] = {INT4ARRAYOID};
+	Oid			argtypes[1] = {INT8ARRAYOID};
 	Datum		args[1];
-	Datum	   *pids = palloc(sizeof(Datum) * (list_length(live_pids) + 1));
+	Datum	   *ids = palloc(sizeof(Datum) * (list_length(live_jobs) + 1));
 	ListCell   *lc;
 	int			n = 0;
 
-	foreach(lc, live_pids)
-		pids[n++] = Int32GetDatum(lfirst_int(lc));
-	args[0] = PointerGetDatum(construct_array(pids, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
+	foreach(lc, live_jobs)
+		ids[n++] = Int64GetDatum(*(int64 *) lfirst(lc));
+	args[0] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64),
+											  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	if (SPI_execute_with_args("UPDATE idem_etl.jobs j SET"
 							  " status = CASE WHEN attempts OPERATOR(pg_catalog.<) max_attempts"
 							  " THEN 'queued' ELSE 'failed' END,"
@@ -426,13 +434,37 @@ jobs_requeue_dead(List *live_pids)
 							  " run_after = pg_catalog.now(), worker_pid = NULL,"
 							  " last_error = '57P02: the backend running the job ended before it finished'"
 							  " WHERE status OPERATOR(pg_catalog.=) 'running'"
-							  " AND (j.worker_pid IS NULL OR NOT (j.worker_pid OPERATOR(pg_catalog.=) ANY ($1)))"
-							  " AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a"
-							  " WHERE a.pid OPERATOR(pg_catalog.=) j.worker_pid"
-							  " AND a.backend_type OPERATOR(pg_catalog.=) 'idem_etl job')",
+							  " AND NOT (j.job_id OPERATOR(pg_catalog.=) ANY ($1))",
 							  1, argtypes, args, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "requeueing the jobs of dead workers failed");
 	return (int) SPI_processed;
+}
+
+/*
+ * When this database is next due: the number of queued jobs and the
+ * earliest run_after among them, and the next housekeeping (a kept
+ * partition's keep_until, a finished job's end of retention).
+ */
+void
+jobs_next_due(int *queued, TimestampTz *next_due, TimestampTz *next_housekeeping)
+{
+	bool		isnull;
+	Datum		d;
+
+	sqlb_exec(psprintf("SELECT (SELECT pg_catalog.count(*)::pg_catalog.int4 FROM idem_etl.jobs"
+					   "  WHERE status OPERATOR(pg_catalog.=) 'queued'),"
+					   " (SELECT pg_catalog.min(run_after) FROM idem_etl.jobs"
+					   "  WHERE status OPERATOR(pg_catalog.=) 'queued'),"
+					   " LEAST((SELECT pg_catalog.min(keep_until) FROM idem_etl.replaced_partitions),"
+					   "  (SELECT pg_catalog.min(finished_at) FROM idem_etl.jobs WHERE " JOB_ENDED ")"
+					   "  OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => %d))",
+					   idem_job_retention));
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	*queued = isnull ? 0 : DatumGetInt32(d);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	*next_due = isnull ? DT_NOEND : DatumGetTimestampTz(d);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+	*next_housekeeping = isnull ? DT_NOEND : DatumGetTimestampTz(d);
 }
 
 /* Take the oldest due job: running from now on, one more attempt. */
@@ -453,14 +485,6 @@ jobs_claim_next(int64 *job_id, Oid *roleoid)
 	*job_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	*roleoid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	return true;
-}
-
-void
-jobs_set_pid(int64 job_id, pid_t pid)
-{
-	sqlb_exec(psprintf("UPDATE idem_etl.jobs SET worker_pid = %d"
-					   " WHERE job_id OPERATOR(pg_catalog.=) " INT64_FORMAT
-					   " AND status OPERATOR(pg_catalog.=) 'running'", (int) pid, job_id));
 }
 
 /* A claimed job whose worker could not be started goes back, unharmed. */
@@ -496,12 +520,21 @@ jobs_purge_finished(void)
 	return (int) SPI_processed;
 }
 
+/*
+ * A job worker takes its claimed job: its pid is recorded (committed before
+ * the job runs, so that etl_cancel can cancel it) and its command returned;
+ * NULL when the job was cancelled since it was claimed.
+ */
 char *
-jobs_command(int64 job_id)
+jobs_start(int64 job_id)
 {
-	exec_with_job("SELECT command FROM idem_etl.jobs WHERE job_id OPERATOR(pg_catalog.=) $1"
-				  " AND status OPERATOR(pg_catalog.=) 'running'",
-				  job_id, SPI_OK_SELECT);
+	Oid			argtypes[2] = {INT8OID, INT4OID};
+	Datum		args[2] = {Int64GetDatum(job_id), Int32GetDatum(MyProcPid)};
+
+	ledger_exec_as_owner("UPDATE idem_etl.jobs SET worker_pid = $2"
+						 " WHERE job_id OPERATOR(pg_catalog.=) $1"
+						 " AND status OPERATOR(pg_catalog.=) 'running' RETURNING command",
+						 2, argtypes, args, NULL, SPI_OK_UPDATE_RETURNING);
 	if (SPI_processed != 1)
 		return NULL;
 	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
@@ -511,7 +544,7 @@ jobs_command(int64 job_id)
 void
 jobs_succeeded(int64 job_id)
 {
-	exec_with_job("UPDATE idem_etl.jobs SET status = 'succeeded', finished_at = pg_catalog.now(),"
+	exec_with_job("UPDATE idem_etl.jobs SET status = 'succeeded', finished_at = pg_catalog.clock_timestamp(),"
 				  " worker_pid = NULL WHERE job_id OPERATOR(pg_catalog.=) $1"
 				  " AND status OPERATOR(pg_catalog.=) 'running'",
 				  job_id, SPI_OK_UPDATE);

@@ -7,16 +7,18 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "nodes/pg_list.h"
 
 extern bool jobs_lock_state(void);
-extern int	jobs_requeue_dead(List *live_pids);
+extern int	jobs_requeue_dead(List *live_jobs);
+extern void jobs_next_due(int *queued, TimestampTz *next_due,
+						  TimestampTz *next_housekeeping);
 extern bool jobs_claim_next(int64 *job_id, Oid *roleoid);
-extern void jobs_set_pid(int64 job_id, pid_t pid);
 extern void jobs_unclaim(int64 job_id);
 extern void jobs_fail(int64 job_id, const char *message);
 extern int	jobs_purge_finished(void);
-extern char *jobs_command(int64 job_id);
+extern char *jobs_start(int64 job_id);
 extern void jobs_succeeded(int64 job_id);
 extern void jobs_attempt_failed(int64 job_id, int sqlerrcode, const char *message);
 

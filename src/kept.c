@@ -10,6 +10,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
@@ -32,6 +33,7 @@
 #include "relinfo.h"
 #include "sql_build.h"
 #include "swap.h"
+#include "worker.h"
 
 PG_FUNCTION_INFO_V1(etl_restore_partition);
 PG_FUNCTION_INFO_V1(etl_cleanup);
@@ -68,6 +70,10 @@ kept_record(TargetInfo *target, PartSlot *slot, const char *schema,
 						 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
 						 " pg_catalog.now(), pg_catalog.now() OPERATOR(pg_catalog.+) $10)",
 						 10, argtypes, args, NULL, SPI_OK_INSERT);
+	/* the janitor's next visit of this database, at commit */
+	worker_note_housekeeping(DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+																	 TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()),
+																	 IntervalPGetDatum(keep))));
 }
 
 /*

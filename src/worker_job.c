@@ -3,7 +3,7 @@
  *		A job worker: connects to the job's database as the role that
  *		submitted it, runs the job's statement in a transaction of its own,
  *		and records the outcome.  One attempt per worker; retries are new
- *		workers started by the scheduler after the backoff.
+ *		workers, started after the backoff.
  */
 #include "postgres.h"
 
@@ -34,6 +34,7 @@ idem_job_main(Datum arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	worker_register_proc(job.dboid);
+	worker_job_running(job.slot, job.job_id);
 #if PG_VERSION_NUM >= 160000
 	BackgroundWorkerInitializeConnectionByOid(job.dboid, job.roleoid,
 											  BGWORKER_BYPASS_ROLELOGINCHECK);
@@ -42,29 +43,36 @@ idem_job_main(Datum arg)
 #endif
 	workcxt = AllocSetContextCreate(TopMemoryContext, "idem_etl job", ALLOCSET_DEFAULT_SIZES);
 
-	/*
-	 * The job's statement and the 'succeeded' mark commit together, so a
-	 * crash leaves the job running, and the scheduler then retries it.
-	 */
+	/* record our pid, committed, so that etl_cancel can reach us */
 	worker_begin_tx(NULL);
-	command = jobs_command(job.job_id);
+	command = jobs_start(job.job_id);
+	if (command)
+		command = MemoryContextStrdup(workcxt, command);
+	worker_end_tx();
 	if (command == NULL)
 	{
-		/* cancelled, or taken over, since it was claimed */
-		worker_end_tx();
+		/* cancelled since it was claimed */
+		worker_job_finished(job.slot, false);
 		proc_exit(0);
 	}
-	command = MemoryContextStrdup(workcxt, command);
 	pgstat_report_activity(STATE_RUNNING, command);
 	debug_query_string = command;
 
+	/*
+	 * The job's statement and the 'succeeded' mark commit together, so a
+	 * crash leaves the job running, and it is then retried.
+	 */
+	worker_begin_tx(NULL);
 	PG_TRY();
 	{
+		int			rc;
+
 		/* a backend arms statement_timeout per statement; so must we */
 		if (StatementTimeout > 0)
 			enable_timeout_after(STATEMENT_TIMEOUT, StatementTimeout);
-		if (SPI_execute(command, false, 0) < 0)
-			elog(ERROR, "SPI_execute failed");
+		rc = SPI_execute(command, false, 0);
+		if (rc < 0)
+			elog(ERROR, "SPI_execute failed: %s", SPI_result_code_string(rc));
 		disable_timeout(STATEMENT_TIMEOUT, false);
 		jobs_succeeded(job.job_id);
 		worker_end_tx();
@@ -86,6 +94,8 @@ idem_job_main(Datum arg)
 		jobs_attempt_failed(job.job_id, failure->sqlerrcode, failure->message);
 		worker_end_tx();
 	}
+	/* a failed attempt may be queued again: the database is looked at */
+	worker_job_finished(job.slot, failure != NULL);
 	debug_query_string = NULL;
 	proc_exit(0);
 }

@@ -1,16 +1,14 @@
 /*
  * worker_launcher.c
- *		The launcher: one background worker for the cluster, started with the
- *		server when idem_etl is preloaded.  It connects to no database; every
- *		naptime it lists the databases and keeps a scheduler running in each
- *		that has the extension.
+ *		The launcher: the one background worker that stays, started with the
+ *		server when idem_etl is preloaded.  It connects to no database.  It
+ *		sleeps until a database has due work (shared memory says which and
+ *		when, see worker_shmem.c), then starts a dispatcher there (one at a
+ *		time), and a job worker for each job the dispatcher claimed.  An idle
+ *		cluster costs this one process, whatever the number of databases.
  *
- * Whether a database has the extension can only be seen from inside it, so
- * the launcher starts a scheduler there, which exits at once when the
- * extension is missing; PROBE_EVERY naptimes after a scheduler stopped, its
- * database is looked at again, so that one that installs the extension
- * later is picked up without a restart (and one being dropped is left
- * alone meanwhile).
+ * At start (also after a crash, which empties shared memory) it visits
+ * every database once, one after the other, to learn its work again.
  */
 #include "postgres.h"
 
@@ -34,17 +32,17 @@
 
 #include "worker.h"
 
-#define PROBE_EVERY 10
+/* After a visit that failed (DROP DATABASE under way, say), wait this long. */
+#define RETRY_NAPTIMES 10
 
-typedef struct SchedulerEntry
-{
-	Oid			dboid;
-	BackgroundWorkerHandle *handle;
-	TimestampTz stopped_at;		/* when first seen stopped, or 0 */
-	bool		seen;			/* still in pg_database */
-} SchedulerEntry;
+/* Warnings about missing background worker slots, at most this often. */
+#define WARN_EVERY_MS (60 * 1000)
 
-static List *schedulers = NIL;
+static BackgroundWorkerHandle *dispatcher = NULL;
+static Oid	dispatcher_db = InvalidOid;
+static TimestampTz dispatcher_started = 0;
+static BackgroundWorkerHandle **job_handles = NULL;	/* per job slot */
+static TimestampTz last_warning = 0;
 
 void
 worker_register_launcher(void)
@@ -88,108 +86,173 @@ list_databases(void)
 	return oids;
 }
 
+/*
+ * No background worker slot was free: the work waits, visibly (the reason
+ * in idem_etl.worker_status), and a WARNING says which setting to raise, at
+ * most once a minute.
+ */
 static void
-start_scheduler(SchedulerEntry *entry)
+no_worker_slot(Oid dboid, const char *what)
 {
-	BackgroundWorker bgw;
-	MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	char		reason[128];
+	TimestampTz now = GetCurrentTimestamp();
 
-	if (entry->handle)
-		pfree(entry->handle);	/* of a scheduler that has stopped */
-	worker_describe(&bgw, "idem_scheduler_main", "idem_etl scheduler");
-	snprintf(bgw.bgw_name, BGW_MAXLEN, "idem_etl scheduler for database %u", entry->dboid);
-	bgw.bgw_main_arg = ObjectIdGetDatum(entry->dboid);
-	if (!RegisterDynamicBackgroundWorker(&bgw, &entry->handle))
+	snprintf(reason, sizeof(reason),
+			 "no free background worker slot (max_worker_processes = %d)",
+			 max_worker_processes);
+	worker_set_reason(dboid, reason);
+	if (TimestampDifferenceExceeds(last_warning, now, WARN_EVERY_MS))
 	{
-		entry->handle = NULL;
-		ereport(LOG,
-				(errmsg("idem_etl launcher could not start a scheduler for database %u", entry->dboid),
-				 errhint("Raise max_worker_processes.")));
+		ereport(WARNING,
+				(errmsg("idem_etl could not start a %s: no free background worker slot", what),
+				 errdetail("max_worker_processes is %d, and every slot is taken; queued jobs wait.",
+						   max_worker_processes),
+				 errhint("Raise max_worker_processes (it needs a restart), or lower idem_etl.max_workers.")));
+		last_warning = now;
 	}
-	entry->stopped_at = 0;
-	MemoryContextSwitchTo(oldcxt);
 }
 
 static bool
-scheduler_running(SchedulerEntry *entry)
+start_worker(BackgroundWorker *bgw, BackgroundWorkerHandle **handle)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	bool		ok = RegisterDynamicBackgroundWorker(bgw, handle);
+
+	MemoryContextSwitchTo(oldcxt);
+	return ok;
+}
+
+static bool
+stopped(BackgroundWorkerHandle *handle)
 {
 	pid_t		pid;
 
-	return entry->handle != NULL &&
-		GetBackgroundWorkerPid(entry->handle, &pid) != BGWH_STOPPED;
+	return GetBackgroundWorkerPid(handle, &pid) == BGWH_STOPPED;
 }
 
-/* Start a scheduler in each database that has none running and is due. */
+/* Job workers that stopped give their slot back. */
 static void
-visit_databases(void)
+reap_jobs(void)
 {
-	List	   *oids = list_databases();
-	ListCell   *lc;
-	ListCell   *lc2;
-	TimestampTz now = GetCurrentTimestamp();
-
-	foreach(lc, schedulers)
-		((SchedulerEntry *) lfirst(lc))->seen = false;
-	foreach(lc, oids)
-	{
-		Oid			dboid = lfirst_oid(lc);
-		SchedulerEntry *entry = NULL;
-
-		foreach(lc2, schedulers)
-			if (((SchedulerEntry *) lfirst(lc2))->dboid == dboid)
-				entry = lfirst(lc2);
-		if (entry == NULL)
+	for (int i = 0; i < max_worker_processes; i++)
+		if (job_handles[i] && stopped(job_handles[i]))
 		{
-			MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-
-			entry = palloc0(sizeof(SchedulerEntry));
-			entry->dboid = dboid;
-			schedulers = lappend(schedulers, entry);
-			MemoryContextSwitchTo(oldcxt);
-			start_scheduler(entry);
+			worker_job_gone(i);
+			pfree(job_handles[i]);
+			job_handles[i] = NULL;
 		}
-		else if (scheduler_running(entry))
-			entry->stopped_at = 0;
-		else if (entry->stopped_at == 0)
-			entry->stopped_at = now;
-		else if (TimestampDifferenceExceeds(entry->stopped_at, now, idem_naptime * PROBE_EVERY))
-			start_scheduler(entry);
-		entry->seen = true;
-	}
-	foreach(lc, schedulers)
-	{
-		SchedulerEntry *entry = lfirst(lc);
-
-		if (!entry->seen)
-		{
-			schedulers = foreach_delete_current(schedulers, lc);
-			if (entry->handle)
-				pfree(entry->handle);
-			pfree(entry);
-		}
-	}
 }
 
 /*
- * The loop allocates in a context reset every round; what must outlive a
- * round (the scheduler entries and their handles) lives in TopMemoryContext
- * and is freed when it is dropped or replaced.
+ * The dispatcher has stopped.  One that did not report (it could not
+ * connect: the database is being dropped, say) makes the launcher forget a
+ * database that is gone, and come back later to one that is not.
+ */
+static void
+reap_dispatcher(void)
+{
+	if (dispatcher == NULL || !stopped(dispatcher))
+		return;
+	if (!worker_visit_reported(dispatcher_db, dispatcher_started))
+	{
+		if (!list_member_oid(list_databases(), dispatcher_db))
+			worker_forget_database(dispatcher_db);
+		else
+			worker_visit_failed(dispatcher_db,
+								TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															(int64) idem_naptime * RETRY_NAPTIMES));
+	}
+	worker_release_reserved(dispatcher_db);
+	pfree(dispatcher);
+	dispatcher = NULL;
+}
+
+/* Start the job worker of every claimed slot. */
+static void
+start_jobs(void)
+{
+	JobStart	job;
+
+	while (worker_next_claimed(&job))
+	{
+		BackgroundWorker bgw;
+
+		worker_describe(&bgw, "idem_job_main", "idem_etl job");
+		snprintf(bgw.bgw_name, BGW_MAXLEN, "idem_etl job " INT64_FORMAT, job.job_id);
+		memcpy(bgw.bgw_extra, &job, sizeof(JobStart));
+		if (start_worker(&bgw, &job_handles[job.slot]))
+			worker_job_started(job.slot, true);
+		else
+		{
+			job_handles[job.slot] = NULL;
+			worker_job_started(job.slot, false);
+			no_worker_slot(job.dboid, "job worker");
+			return;
+		}
+	}
+}
+
+/* Start a dispatcher where work is due; returns when to look again. */
+static TimestampTz
+dispatch(TimestampTz now)
+{
+	DispatchStart ds;
+	TimestampTz wake;
+	BackgroundWorker bgw;
+
+	if (dispatcher != NULL)
+		return DT_NOEND;		/* its end wakes us */
+	ds.dboid = worker_next_visit(now, &ds.nclaim, &wake);
+	if (!OidIsValid(ds.dboid))
+		return wake;
+	worker_describe(&bgw, "idem_dispatcher_main", "idem_etl dispatcher");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "idem_etl dispatcher for database %u", ds.dboid);
+	memcpy(bgw.bgw_extra, &ds, sizeof(DispatchStart));
+	if (!start_worker(&bgw, &dispatcher))
+	{
+		dispatcher = NULL;
+		worker_visit_failed(ds.dboid, TimestampTzPlusMilliseconds(now, idem_naptime));
+		no_worker_slot(ds.dboid, "dispatcher");
+		return TimestampTzPlusMilliseconds(now, idem_naptime);
+	}
+	dispatcher_db = ds.dboid;
+	dispatcher_started = now;
+	return DT_NOEND;
+}
+
+/*
+ * The loop allocates in a context reset every round; the workers' handles
+ * live in TopMemoryContext and are freed when the workers are reaped.
  */
 void
 idem_launcher_main(Datum arg)
 {
 	MemoryContext loopcxt;
+	ListCell   *lc;
+	TimestampTz now;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("idem_etl launcher");
+	worker_launcher_attach();
+	job_handles = MemoryContextAllocZero(TopMemoryContext,
+										 sizeof(BackgroundWorkerHandle *) * max_worker_processes);
 	loopcxt = AllocSetContextCreate(TopMemoryContext, "idem_etl launcher loop",
 									ALLOCSET_DEFAULT_SIZES);
 
+	/* learn every database's work again: one visit each */
+	MemoryContextSwitchTo(loopcxt);
+	now = GetCurrentTimestamp();
+	foreach(lc, list_databases())
+		worker_add_database(lfirst_oid(lc), now);
+
 	for (;;)
 	{
+		TimestampTz wake;
+		long		timeout;
+
 		MemoryContextReset(loopcxt);
 		MemoryContextSwitchTo(loopcxt);
 		CHECK_FOR_INTERRUPTS();
@@ -198,9 +261,23 @@ idem_launcher_main(Datum arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
-		visit_databases();
+		reap_jobs();
+		reap_dispatcher();
+		start_jobs();
+		now = GetCurrentTimestamp();
+		wake = dispatch(now);
+
+		/*
+		 * Sleep until the next due time, or until a backend notes work, a
+		 * worker starts or stops (both set our latch); at most a naptime
+		 * when waiting for a worker, a minute otherwise.
+		 */
+		if (wake == DT_NOEND)
+			timeout = dispatcher ? idem_naptime : 60 * 1000L;
+		else
+			timeout = Max(1, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), wake));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 idem_naptime, PG_WAIT_EXTENSION);
+						 Min(timeout, 60 * 1000L), PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
 }

@@ -1,6 +1,7 @@
 # 020_jobs_basic: the job queue's basic life cycle.
 #
-# With shared_preload_libraries = 'idem_etl' a launcher starts, a scheduler
+# With shared_preload_libraries = 'idem_etl' a launcher starts (the only
+# process of idem_etl while nothing is queued), a dispatcher
 # runs in the database where the extension is installed, and a job submitted
 # with etl_submit runs in a background worker: etl_wait returns 'succeeded'
 # and idem_etl.jobs records it.  A permanent error fails the job at once
@@ -30,9 +31,9 @@ $node->safe_psql('postgres', q{
 });
 
 ok( $node->poll_query_until('postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem_etl scheduler' AND datname = 'postgres'"
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type LIKE 'idem_etl%'"
 	),
-	'a scheduler runs in the database where the extension was created, without a restart');
+	'with nothing queued, the launcher is the only process of idem_etl');
 
 # --- a job runs, etl_wait returns 'succeeded'
 my $id = $node->safe_psql('postgres',

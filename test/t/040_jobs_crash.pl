@@ -138,10 +138,10 @@ sub wait_launcher
 	my ($what) = @_;
 	ok( $node->poll_query_until(
 			'postgres', q{
-		SELECT count(*) = 2 FROM pg_stat_activity
-		 WHERE backend_type IN ('idem_etl launcher', 'idem_etl scheduler')}
+		SELECT count(*) = 1 FROM pg_stat_activity
+		 WHERE backend_type = 'idem_etl launcher'}
 		),
-		"$what: the launcher and the scheduler run");
+		"$what: the launcher runs");
 }
 
 wait_launcher('at start');

@@ -1,9 +1,9 @@
-# 050_jobs_databases: the launcher finds by itself every database where the
-# extension is installed, including one created and given the extension
-# after the server started (no restart, no setting), and runs each
-# database's jobs there.  A database without the extension gets no
-# scheduler; one that drops the extension is left alone (so it can then be
-# dropped).
+# 050_jobs_databases: jobs run in every database where the extension is
+# installed, including one created and given the extension after the server
+# started (no restart, no setting: its first etl_submit tells the launcher),
+# each in its own database.  With nothing queued, no idem_etl process stays
+# connected to any database.  A database that drops the extension, or is
+# dropped (even while one of its jobs runs), is left alone.
 use strict;
 use warnings;
 use Test::More;
@@ -13,10 +13,10 @@ use IdemEtl;
 
 my $node = new_node('jobs_databases');
 
-# the databases where a scheduler runs now, as 'db1,db2'
-sub schedulers_sql
+# the databases idem_etl's processes are connected to now, as 'db1,db2'
+sub connected_sql
 {
-	return "SELECT coalesce(string_agg(datname, ',' ORDER BY datname), '') FROM pg_stat_activity WHERE backend_type = 'idem_etl scheduler'";
+	return "SELECT coalesce(string_agg(DISTINCT datname, ',' ORDER BY datname), '') FROM pg_stat_activity WHERE backend_type LIKE 'idem_etl%' AND datname IS NOT NULL";
 }
 
 # the first database: the extension in the default schema
@@ -24,11 +24,6 @@ $node->safe_psql('postgres', q{
 	CREATE EXTENSION idem_etl;
 	CREATE TABLE ran (db text, who text);
 });
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem_etl scheduler' AND datname = 'postgres'"
-	),
-	'a scheduler runs in postgres');
 
 # databases created after the start: db2 gets the extension (in its own
 # schema), db3 does not
@@ -41,11 +36,6 @@ $node->safe_psql('db2', q{
 });
 $node->safe_psql('db3', 'CREATE TABLE ran (db text, who text)');
 
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem_etl scheduler' AND datname = 'db2'"
-	),
-	'a database given the extension after the start is picked up without a restart');
 
 my $cmd = q{$$INSERT INTO ran SELECT current_database(), current_user$$};
 my $id1 = $node->safe_psql('postgres', "SELECT etl_submit($cmd)");
@@ -69,9 +59,9 @@ is(join(',', map { wait_ended($node, $_, 'db2') } @d),
 is($node->safe_psql('postgres', 'SELECT count(*) FROM ran'), '4', 'four rows in postgres');
 is($node->safe_psql('db2', 'SELECT count(*) FROM ran'), '4', 'four rows in db2');
 
-# (the launcher may look into db3 now and then, but nothing stays there)
-ok( $node->poll_query_until('postgres', "SELECT (" . schedulers_sql() . ") = 'db2,postgres'"),
-	'no scheduler stays in db3, which lacks the extension');
+# with nothing queued, nothing stays connected anywhere
+ok( $node->poll_query_until('postgres', "SELECT (" . connected_sql() . ") = ''"),
+	'with nothing queued, no idem_etl process is connected to any database');
 
 # db3 installs the extension later as well
 $node->safe_psql('db3', 'CREATE EXTENSION idem_etl');
@@ -88,20 +78,20 @@ ok( $node->poll_query_until(
 	'after DROP EXTENSION, no idem_etl process stays connected to db2');
 my ($ret, $out, $err) = $node->psql('postgres', 'DROP DATABASE db2');
 is($ret, 0, 'so db2 can be dropped') or diag $err;
-ok( $node->poll_query_until('postgres', "SELECT (" . schedulers_sql() . ") = 'db3,postgres'"),
-	'the other databases keep their schedulers');
 
-# a plain DROP DATABASE of a database whose scheduler is running: the
-# scheduler is asked to leave first
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem_etl scheduler' AND datname = 'db3'"
-	),
-	'db3 has its scheduler');
+# a plain DROP DATABASE of a database where a job is running: the job's
+# worker is asked to leave first
+$node->safe_psql('db3', q{SELECT etl_submit('SELECT pg_sleep(300)')});
+ok( $node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem_etl job' AND datname = 'db3'"),
+	'a job runs in db3');
 ($ret, $out, $err) = $node->psql('postgres', 'DROP DATABASE db3');
-is($ret, 0, 'a database with a running scheduler can be dropped without FORCE') or diag $err;
-ok( $node->poll_query_until('postgres', "SELECT (" . schedulers_sql() . ") = 'postgres'"),
-	'the remaining database keeps its scheduler');
+is($ret, 0, 'a database with a running job can be dropped without FORCE') or diag $err;
+ok( $node->poll_query_until('postgres', "SELECT (" . connected_sql() . ") = ''"),
+	'nothing stays connected');
+ok( $node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM idem_etl.worker_status WHERE database NOT IN ('postgres')"),
+	'the launcher forgets the dropped databases');
 
 # the remaining database still runs jobs
 $id1 = $node->safe_psql('postgres', "SELECT etl_submit($cmd)");

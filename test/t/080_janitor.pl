@@ -1,4 +1,4 @@
-# 080_janitor: the scheduler's janitor, every naptime or so, with nobody
+# 080_janitor: the janitor, run by a dispatcher when a kept partition or a finished job is due, with nobody
 # calling anything:
 #   - drops replaced partitions once their keep_replaced has passed
 #     (idem_etl.replaced_partitions empties, the kept table is gone), also

@@ -1,0 +1,166 @@
+/*
+ * worker_dispatcher.c
+ *		A visit of one database, started by the launcher when the database
+ *		has due work: requeue the jobs of workers that died, give back the
+ *		jobs whose worker could not be started, run the janitor, claim due
+ *		jobs into the job slots the launcher reserved, write back when the
+ *		database is next due, and exit.
+ *
+ * It connects as the bootstrap superuser and pins every setting the
+ * database's owner could have set (worker_pin_session): its statements are
+ * idem_etl's own, with a superuser's rights.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_authid.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "jobs.h"
+#include "kept.h"
+#include "sql_build.h"
+#include "worker.h"
+
+/*
+ * Why a job worker could not connect as the role, or NULL.  A role dropped
+ * after submitting fails its jobs with a clear error instead of a worker
+ * dying at connection time again and again.
+ */
+static char *
+role_problem(Oid roleoid)
+{
+	HeapTuple	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(roleoid));
+	char	   *problem = NULL;
+
+	if (!HeapTupleIsValid(tup))
+		return psprintf("42704: role with OID %u, which submitted the job, does not exist any more",
+						roleoid);
+#if PG_VERSION_NUM < 160000
+	if (!((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin)
+		problem = psprintf("28000: role \"%s\" is not permitted to log in, and jobs run as the role that submitted them",
+						   NameStr(((Form_pg_authid) GETSTRUCT(tup))->rolname));
+#endif
+	ReleaseSysCache(tup);
+	return problem;
+}
+
+/* The janitor: each step in a subtransaction, a failure is a WARNING. */
+static void
+janitor_kept(void *arg)
+{
+	(void) kept_cleanup();
+}
+
+static void
+janitor_purge(void *arg)
+{
+	(void) jobs_purge_finished();
+}
+
+static void
+janitor(void)
+{
+	void		(*steps[]) (void *) = {janitor_kept, janitor_purge};
+
+	for (int i = 0; i < lengthof(steps); i++)
+	{
+		ErrorData  *failure = sqlb_try(steps[i], NULL);
+
+		if (failure)
+			ereport(WARNING,
+					(errcode(failure->sqlerrcode),
+					 errmsg("idem_etl's janitor failed: %s", failure->message),
+					 errdetail("The jobs of this database are dispatched all the same.")));
+	}
+}
+
+typedef struct Claimed
+{
+	int64		job_id;
+	Oid			roleoid;
+} Claimed;
+
+void
+idem_dispatcher_main(Datum arg)
+{
+	DispatchStart ds;
+	List	   *claimed = NIL;
+	ListCell   *lc;
+	int			queued = 0;
+	TimestampTz next_due = DT_NOEND;
+	TimestampTz next_housekeeping = DT_NOEND;
+
+	memcpy(&ds, MyBgworkerEntry->bgw_extra, sizeof(DispatchStart));
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	worker_register_proc(ds.dboid);
+	BackgroundWorkerInitializeConnectionByOid(ds.dboid, InvalidOid, 0);
+	worker_pin_session();
+	pgstat_report_appname("idem_etl dispatcher");
+
+	worker_begin_tx("idem_etl: visiting the database");
+	if (!OidIsValid(get_extension_oid("idem_etl", true)))
+	{
+		/* nothing to do here until a backend notes work again */
+		worker_end_tx();
+		worker_report_visit(ds.dboid, 0, DT_NOEND, DT_NOEND);
+		proc_exit(0);
+	}
+	if (!jobs_lock_state())
+	{
+		/* DROP EXTENSION (or ALTER) holds the state tables: soon again */
+		TimestampTz soon = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), idem_naptime);
+
+		worker_end_tx();
+		worker_report_visit(ds.dboid, 0, soon, soon);
+		proc_exit(0);
+	}
+
+	foreach(lc, worker_unstarted_jobs(ds.dboid))
+		jobs_unclaim(*(int64 *) lfirst(lc));
+	{
+		int			requeued = jobs_requeue_dead(worker_live_jobs(ds.dboid));
+
+		if (requeued > 0)
+			ereport(LOG,
+					(errmsg("idem_etl requeued %d job(s) whose worker ended before finishing",
+							requeued)));
+	}
+	janitor();
+
+	while (list_length(claimed) < ds.nclaim)
+	{
+		Claimed    *c = palloc(sizeof(Claimed));
+		char	   *problem;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!jobs_claim_next(&c->job_id, &c->roleoid))
+			break;
+		if ((problem = role_problem(c->roleoid)) != NULL)
+			jobs_fail(c->job_id, problem);
+		else
+			claimed = lappend(claimed, c);
+	}
+	jobs_next_due(&queued, &next_due, &next_housekeeping);
+	worker_end_tx();
+
+	/* claims are committed: now the launcher may start their workers */
+	foreach(lc, claimed)
+		worker_fill_slot(ds.dboid, ((Claimed *) lfirst(lc))->job_id,
+						 ((Claimed *) lfirst(lc))->roleoid);
+	worker_report_visit(ds.dboid, queued, next_due, next_housekeeping);
+	proc_exit(0);
+}
