@@ -360,7 +360,8 @@ replace_in_table(ReplaceArgs *a, const char *value, const char *from, ReplaceRes
 	}
 	else
 	{
-		r->replaced = (int64) sqlb_exec(psprintf("DELETE FROM %s WHERE %s", a->target->qualname, bound));
+		r->replaced = (int64) sqlb_exec(psprintf("DELETE FROM %s%s WHERE %s",
+												 target_only(a->target), a->target->qualname, bound));
 		initStringInfo(&sql);
 		appendStringInfo(&sql, "INSERT INTO %s (", a->target->qualname);
 		sqlb_append_columns(&sql, NULL, batch.columns, batch.ncolumns);
