@@ -12,6 +12,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "mb/pg_wchar.h"
 #include "nodes/parsenodes.h"
 #include "partitioning/partbounds.h"
 #include "partitioning/partdesc.h"
@@ -613,24 +614,37 @@ new_range_bounds(TargetInfo *target, PartKey *pk, PartitionDesc pd,
 	aligned_bounds(pk, pd, value, granularity, lower, upper);
 }
 
-/* parent_<bound with only letters and digits>, unique in the schema */
+/*
+ * parent_<bound with only letters and digits>, unique in the schema.  A name
+ * longer than NAMEDATALEN - 1 bytes keeps the whole value suffix and
+ * shortens the parent's part, never inside a multibyte character; when the
+ * name is taken (two long parents sharing a prefix), a number goes between
+ * the parent's part and the suffix: parent_2_20261128.
+ */
 static char *
 new_partition_name(TargetInfo *target, const char *bound)
 {
-	StringInfoData base;
+	StringInfoData suffix;
 	Oid			nsp = get_rel_namespace(target->relid);
-	char	   *name;
+	const char *parent = target->relname;
+	char	   *name = NULL;
 
-	initStringInfo(&base);
-	appendStringInfo(&base, "%s_", target->relname);
+	initStringInfo(&suffix);
+	appendStringInfoChar(&suffix, '_');
 	for (const char *p = bound; *p; p++)
-		if (isalnum((unsigned char) *p))
-			appendStringInfoChar(&base, *p);
-	if (base.len > NAMEDATALEN - 8)
-		base.data[NAMEDATALEN - 8] = '\0';
-	name = pstrdup(base.data);
-	for (int n = 1; OidIsValid(get_relname_relid(name, nsp)); n++)
-		name = psprintf("%s_%d", base.data, n);
+		if (isalnum((unsigned char) *p) && !IS_HIGHBIT_SET(*p))
+			appendStringInfoChar(&suffix, *p);
+	/* a bound has at most a few dozen characters; keep room for the parent */
+	if (suffix.len > NAMEDATALEN / 2)
+		suffix.data[suffix.len = NAMEDATALEN / 2] = '\0';
+	for (int n = 1; name == NULL || OidIsValid(get_relname_relid(name, nsp)); n++)
+	{
+		char	   *counter = n == 1 ? "" : psprintf("_%d", n);
+		int			room = NAMEDATALEN - 1 - suffix.len - (int) strlen(counter);
+		int			len = pg_mbcliplen(parent, strlen(parent), room);
+
+		name = psprintf("%.*s%s%s", len, parent, counter, suffix.data);
+	}
 	return name;
 }
 
