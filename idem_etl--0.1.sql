@@ -28,9 +28,12 @@ CREATE TABLE idem_etl.runs (
     corrects     bigint,
     started_at   timestamptz NOT NULL,
     finished_at  timestamptz NOT NULL,
-    run_by       name        NOT NULL
+    run_by       name        NOT NULL,
+    -- replace and restore runs: the partition's bound (skips are keyed by it)
+    partition_bound text
 );
 CREATE INDEX runs_lookup ON idem_etl.runs (target_oid, operation, run_key, partition_value, run_id);
+CREATE INDEX runs_partition ON idem_etl.runs (target_oid, partition_bound, run_id);
 COMMENT ON TABLE idem_etl.runs IS 'idem_etl ledger: one row per committed call (written by the extension only)';
 
 REVOKE ALL ON idem_etl.runs FROM PUBLIC;

@@ -89,8 +89,8 @@ INSERT INTO rrerun.src VALUES ('2026-11-28', 4, 'd');
 SELECT * FROM rrerun.call('day correction', '2026-11-28', 'TABLE rrerun.src', run_key => 'batch-28');
 SELECT * FROM rrerun.t ORDER BY d, id;
 SELECT step, rows_loaded, rows_replaced, skipped, corrects FROM rrerun.ledger WHERE step = 'day correction';
--- it names the latest run for the run_key (the last skip) as the one it corrects
-SELECT corrects = rrerun.run('day reordered') AS corrects_latest_run
+-- it names the last run for the run_key that applied rows (not the skips after it)
+SELECT corrects = rrerun.run('day') AS corrects_last_applied_run
   FROM idem_etl.runs WHERE run_id = rrerun.run('day correction');
 -- its rerun is skipped
 SELECT * FROM rrerun.call('day correction rerun', '2026-11-28', 'TABLE rrerun.src', run_key => 'batch-28');

@@ -99,8 +99,8 @@ INSERT INTO ledger.b VALUES (4, 'D', 'four', 1);
 SELECT * FROM ledger.call('day1 correction', 'TABLE ledger.b', run_key => '2024-06-01');
 SELECT step, batch_rows, inserted, updated, unchanged, skipped, corrects FROM ledger.rows
  WHERE step = 'day1 correction';
--- it names the latest run for the run_key (the last skip) as the one it corrects
-SELECT corrects = ledger.run('day1 reordered') AS corrects_latest_run
+-- it names the last run for the run_key that applied rows (not the skips after it)
+SELECT corrects = ledger.run('day1') AS corrects_last_applied_run
   FROM idem_etl.runs WHERE run_id = ledger.run('day1 correction');
 -- its rerun is skipped
 SELECT * FROM ledger.call('day1 correction rerun', 'TABLE ledger.b', run_key => '2024-06-01');

@@ -32,20 +32,22 @@ check_conflicts(TargetInfo *target, TargetKey *key, const char *rel, bool tie)
 	int64		nkeys;
 	char	   *example;
 
+	const char *a = target_alias(target, "a");
+
 	initStringInfo(&keys);
-	sqlb_append_columns(&keys, "a", key->names, key->ncolumns);
+	sqlb_append_columns(&keys, a, key->names, key->ncolumns);
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT pg_catalog.count(DISTINCT k)::pg_catalog.int8, pg_catalog.min(k)"
 						   " FROM (SELECT pg_catalog.concat('('");
 	for (int i = 0; i < key->ncolumns; i++)
-		appendStringInfo(&sql, ", %scoalesce(a.%s::pg_catalog.text, 'null')",
-						 i ? "', ', " : "", quote_identifier(key->names[i]));
+		appendStringInfo(&sql, ", %scoalesce(%s.%s::pg_catalog.text, 'null')",
+						 i ? "', ', " : "", a, quote_identifier(key->names[i]));
 	appendStringInfo(&sql, ", ')') AS k,"
 					 " pg_catalog.row_number() OVER w AS n,"
-					 " a OPERATOR(pg_catalog.*=) pg_catalog.lag(a) OVER w AS same"
-					 " FROM %s a WINDOW w AS (PARTITION BY %s ORDER BY a USING OPERATOR(pg_catalog.*<))) c"
+					 " %s OPERATOR(pg_catalog.*=) pg_catalog.lag(%s) OVER w AS same"
+					 " FROM %s %s WINDOW w AS (PARTITION BY %s ORDER BY %s USING OPERATOR(pg_catalog.*<))) c"
 					 " WHERE n OPERATOR(pg_catalog.>) 1 AND NOT same",
-					 rel, keys.data);
+					 a, a, rel, a, keys.data, a);
 	sqlb_exec(sql.data);
 
 	nkeys = sqlb_result_int8(1);
@@ -143,15 +145,18 @@ dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_
 	from = stage->name;
 	if (order_by)
 	{
-		resetStringInfo(&sql);
 		/*
-		 * The row travels whole, as s, beside its rank, so that no name we
-		 * give can meet a column of the target's.
+		 * The row travels whole, under an alias that is no column of the
+		 * target's, beside its rank, so that no name we give can meet a
+		 * column of the target's.
 		 */
-		appendStringInfo(&sql, "SELECT (r.s).* FROM (SELECT s, pg_catalog.rank()"
-						 " OVER (PARTITION BY %s ORDER BY %s\n) AS n FROM %s s) r"
+		const char *row = target_alias(target, "s");
+
+		resetStringInfo(&sql);
+		appendStringInfo(&sql, "SELECT (r.%s).* FROM (SELECT %s, pg_catalog.rank()"
+						 " OVER (PARTITION BY %s ORDER BY %s\n) AS n FROM %s %s) r"
 						 " WHERE r.n OPERATOR(pg_catalog.=) 1",
-						 keys.data, order_by, stage->name);
+						 row, row, keys.data, order_by, stage->name, row);
 		ranked = stage_query(sql.data, "ranked");
 		from = ranked->name;
 	}

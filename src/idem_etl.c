@@ -24,6 +24,7 @@ PG_MODULE_MAGIC;
 int			idem_keep_replaced = 0;		/* seconds */
 int			idem_lock_timeout = 5000;	/* milliseconds */
 int			idem_lock_retries = 5;
+char	   *idem_partition_time_zone = NULL;
 int			idem_max_workers = 2;
 int			idem_naptime = 1000;
 int			idem_max_backoff = 300;
@@ -105,6 +106,11 @@ _PG_init(void)
 							NULL,
 							&idem_lock_retries, 5, 0, 1000,
 							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("idem_etl.partition_time_zone",
+							   "Time zone in which timestamptz partition bounds are aligned and partition values without an offset are read.",
+							   NULL,
+							   &idem_partition_time_zone, "UTC",
+							   PGC_USERSET, 0, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("idem_etl.max_workers",
 							"Most job workers running at once, across the cluster.",

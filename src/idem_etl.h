@@ -14,6 +14,7 @@
 extern int	idem_keep_replaced;
 extern int	idem_lock_timeout;
 extern int	idem_lock_retries;
+extern char *idem_partition_time_zone;
 
 extern int	idem_canonical_output(void);
 extern char *idem_text_arg(FunctionCallInfo fcinfo, int n);

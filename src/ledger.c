@@ -80,7 +80,9 @@ lookup_prior(SPIPlanPtr plan, Datum *args, const char *nulls, Snapshot snapshot)
 }
 
 /*
- * The latest run for (target, operation, run_key), as committed now: the
+ * The latest run for (target, operation, run_key) that applied its batch
+ * (skips are left out: a skip has the fingerprint of the run it skipped, and
+ * a correction corrects the run that wrote the rows), as committed now: the
  * caller holds the run-key lock, so no other such run is in progress.  Under
  * REPEATABLE READ or SERIALIZABLE a run committed after our snapshot cannot
  * be seen by the rest of the transaction, so the only safe answer is a
@@ -112,6 +114,7 @@ ledger_prior_run(Oid target, const char *operation, const char *run_key,
 						" AND run_key OPERATOR(pg_catalog.=) $3"
 						" AND (partition_value OPERATOR(pg_catalog.=) $4"
 						" OR (partition_value IS NULL AND $4 IS NULL))"
+						" AND NOT skipped"
 						" ORDER BY run_id DESC LIMIT 1", 4, argtypes);
 
 	latest = lookup_prior(plan, args, nulls, GetLatestSnapshot());
@@ -130,6 +133,106 @@ ledger_prior_run(Oid target, const char *operation, const char *run_key,
 	}
 	SPI_freeplan(plan);
 	return latest;
+}
+
+/*
+ * Run a one-row lookup in the ledger (first column a run_id) as committed
+ * now; under REPEATABLE READ or SERIALIZABLE, a serialization failure when
+ * the transaction's snapshot would see another answer (see above).
+ */
+static SPITupleTable *
+lookup_latest(const char *sql, int nargs, Oid *argtypes, Datum *args,
+			  const char *run_key)
+{
+	SPIPlanPtr	plan = sqlb_prepare(sql, nargs, argtypes);
+	SPITupleTable *latest;
+	uint64		nlatest;
+	int64		latest_id = 0;
+	bool		isnull;
+
+	if (SPI_execute_snapshot(plan, args, NULL, GetLatestSnapshot(), InvalidSnapshot,
+							 true, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "ledger lookup failed");
+	latest = SPI_tuptable;
+	nlatest = SPI_processed;
+	if (nlatest > 0)
+		latest_id = DatumGetInt64(SPI_getbinval(latest->vals[0], latest->tupdesc, 1, &isnull));
+	if (IsolationUsesXactSnapshot())
+	{
+		int64		visible_id = 0;
+
+		if (SPI_execute_snapshot(plan, args, NULL, GetTransactionSnapshot(),
+								 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "ledger lookup failed");
+		if (SPI_processed > 0)
+			visible_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+													 SPI_tuptable->tupdesc, 1, &isnull));
+		if (visible_id != latest_id)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access due to a concurrent run with run_key \"%s\"",
+							run_key),
+					 errdetail("Run %lld for the same target committed after this transaction's snapshot was taken.",
+							   (long long) latest_id),
+					 errhint("Retry the transaction.")));
+	}
+	SPI_freeplan(plan);
+	return nlatest > 0 ? latest : NULL;
+}
+
+/*
+ * A replacement with run_key may be skipped only when the partition still
+ * holds what an earlier run with that run_key loaded into it.  The
+ * partition is identified by its bound, not by the value passed (all the
+ * values of a month name the same monthly partition): the latest run with
+ * run_key that replaced the partition with that bound, and the first run
+ * after it that changed the partition: another replacement or a restore of
+ * it, or an upsert into the target that wrote rows (which partitions an
+ * upsert wrote is not recorded, so any such upsert counts).
+ */
+LedgerPartPrior
+ledger_partition_prior(Oid target, const char *run_key, const char *bound)
+{
+	LedgerPartPrior prior = {0, NULL, 0, NULL};
+	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
+	Datum		args[3];
+	SPITupleTable *tt;
+	bool		isnull;
+
+	args[0] = ObjectIdGetDatum(target);
+	args[1] = CStringGetTextDatum(run_key);
+	args[2] = CStringGetTextDatum(bound);
+	tt = lookup_latest("SELECT run_id, fingerprint FROM idem_etl.runs"
+					   " WHERE target_oid OPERATOR(pg_catalog.=) $1"
+					   " AND operation OPERATOR(pg_catalog.=) 'replace_partition'"
+					   " AND run_key OPERATOR(pg_catalog.=) $2"
+					   " AND partition_bound OPERATOR(pg_catalog.=) $3"
+					   " AND NOT skipped ORDER BY run_id DESC LIMIT 1",
+					   3, argtypes, args, run_key);
+	if (tt == NULL)
+		return prior;
+	prior.applied = DatumGetInt64(SPI_getbinval(tt->vals[0], tt->tupdesc, 1, &isnull));
+	prior.fingerprint = SPI_getvalue(tt->vals[0], tt->tupdesc, 2);
+
+	argtypes[1] = INT8OID;
+	args[1] = Int64GetDatum(prior.applied);
+	tt = lookup_latest("SELECT run_id, operation FROM idem_etl.runs"
+					   " WHERE target_oid OPERATOR(pg_catalog.=) $1"
+					   " AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped"
+					   " AND ((partition_bound OPERATOR(pg_catalog.=) $3"
+					   " AND (operation OPERATOR(pg_catalog.=) 'replace_partition'"
+					   " OR operation OPERATOR(pg_catalog.=) 'restore_partition'))"
+					   " OR (operation OPERATOR(pg_catalog.=) 'upsert'"
+					   " AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)"
+					   " OPERATOR(pg_catalog.>) 0))"
+					   " ORDER BY run_id LIMIT 1",
+					   3, argtypes, args, run_key);
+	if (tt != NULL)
+	{
+		prior.changed_by = DatumGetInt64(SPI_getbinval(tt->vals[0], tt->tupdesc, 1, &isnull));
+		prior.changed_op = SPI_getvalue(tt->vals[0], tt->tupdesc, 2);
+	}
+	return prior;
 }
 
 static Oid
@@ -203,11 +306,11 @@ ledger_check_length(const char *argname, const char *value)
 int64
 ledger_record(const LedgerRun *run)
 {
-	Oid			argtypes[18] = {TEXTOID, TEXTOID, OIDOID, TEXTOID, TEXTOID,
+	Oid			argtypes[19] = {TEXTOID, TEXTOID, OIDOID, TEXTOID, TEXTOID,
 		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID, INT8OID,
-		TIMESTAMPTZOID, NAMEOID, TEXTOID, TEXTOID, INT8OID, INT8OID};
-	Datum		args[18];
-	char		nulls[18];
+		TIMESTAMPTZOID, NAMEOID, TEXTOID, TEXTOID, INT8OID, INT8OID, TEXTOID};
+	Datum		args[19];
+	char		nulls[19];
 	bool		isnull;
 
 	memset(nulls, ' ', sizeof(nulls));
@@ -240,14 +343,19 @@ ledger_record(const LedgerRun *run)
 	}
 	else
 		memset(nulls + 14, 'n', 4);
+	if (run->partition_bound)
+		args[18] = CStringGetTextDatum(run->partition_bound);
+	else
+		nulls[18] = 'n';
 
 	ledger_exec_as_owner("INSERT INTO idem_etl.runs (operation, target, target_oid, run_key,"
 						 " fingerprint, batch_rows, inserted, updated, unchanged, deleted,"
 						 " skipped, corrects, started_at, finished_at, run_by,"
-						 " partition_value, partition_table, rows_loaded, rows_replaced)"
+						 " partition_value, partition_table, rows_loaded, rows_replaced,"
+						 " partition_bound)"
 						 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
-						 " pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18) RETURNING run_id",
-						 18, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
+						 " pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18, $19) RETURNING run_id",
+						 19, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 									   SPI_tuptable->tupdesc, 1, &isnull));
 }

@@ -22,6 +22,8 @@ typedef struct LedgerRun
 	int64		deleted;
 	const char *partition_value;	/* replace operations only, else NULL */
 	const char *partition_table;
+	const char *partition_bound;	/* the partition's FOR VALUES, or the
+									 * value's condition on a plain table */
 	int64		rows_loaded;
 	int64		rows_replaced;
 	bool		skipped;
@@ -40,6 +42,20 @@ typedef struct LedgerPrior
 extern void ledger_lock_key(Oid target, const char *operation, const char *key);
 extern LedgerPrior ledger_prior_run(Oid target, const char *operation,
 									 const char *run_key, const char *partition_value);
+/*
+ * What the ledger says about one partition under one run_key: the latest run
+ * with that run_key that loaded it, and the first later run that changed it.
+ */
+typedef struct LedgerPartPrior
+{
+	int64		applied;		/* 0 when there is none */
+	char	   *fingerprint;
+	int64		changed_by;		/* 0 when nothing changed it since */
+	char	   *changed_op;
+} LedgerPartPrior;
+
+extern LedgerPartPrior ledger_partition_prior(Oid target, const char *run_key,
+											  const char *bound);
 extern int64 ledger_record(const LedgerRun *run);
 /* Longest run_key or job_name, in bytes: it must fit in an index entry. */
 #define IDEM_MAX_KEY_BYTES 1024

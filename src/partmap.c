@@ -12,17 +12,23 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "mb/pg_wchar.h"
 #include "nodes/parsenodes.h"
 #include "partitioning/partbounds.h"
 #include "partitioning/partdesc.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/fmgrprotos.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
 #include "utils/lsyscache.h"
 #include "utils/partcache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
+#include "idem_etl.h"
 #include "ledger.h"
 #include "partmap.h"
 #include "sql_build.h"
@@ -101,14 +107,58 @@ partmap_key(TargetInfo *target, const char *partition_column)
 	return pk;
 }
 
+/* Set TimeZone until zone_pop. */
+static int
+zone_push(const char *zone)
+{
+	int			level = NewGUCNestLevel();
+
+	(void) set_config_option("timezone", zone, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
+static void
+zone_pop(int level)
+{
+	AtEOXact_GUC(true, level);
+}
+
+/*
+ * Partition values and bounds of a timestamptz key never depend on the
+ * session's TimeZone: values are printed (and so stored, compared and
+ * named) in UTC, and a value written without an offset is read in
+ * idem_etl.partition_time_zone, the zone whose days, weeks and months the
+ * partitions follow.
+ */
+static int
+utc_push(PartKey *pk)
+{
+	return pk->column->typid == TIMESTAMPTZOID ? zone_push("UTC") : -1;
+}
+
+static void
+utc_pop(int level)
+{
+	if (level >= 0)
+		zone_pop(level);
+}
+
 static Datum
 value_datum(PartKey *pk, const char *value)
 {
 	Oid			typinput;
 	Oid			typioparam;
+	int			level = -1;
+	Datum		d;
 
+	if (pk->column->typid == TIMESTAMPTZOID)
+		level = zone_push(idem_partition_time_zone);
 	getTypeInputInfo(pk->column->typid, &typinput, &typioparam);
-	return OidInputFunctionCall(typinput, (char *) value, typioparam, pk->column->typmod);
+	d = OidInputFunctionCall(typinput, (char *) value, typioparam, pk->column->typmod);
+	if (level >= 0)
+		zone_pop(level);
+	return d;
 }
 
 /* The value as its type prints it: '2026-11-28' for '20261128'::date. */
@@ -117,9 +167,13 @@ partmap_normalize(PartKey *pk, const char *value)
 {
 	Oid			typoutput;
 	bool		isvarlena;
+	int			level = utc_push(pk);
+	char	   *out;
 
 	getTypeOutputInfo(pk->column->typid, &typoutput, &isvarlena);
-	return OidOutputFunctionCall(typoutput, value_datum(pk, value));
+	out = OidOutputFunctionCall(typoutput, value_datum(pk, value));
+	utc_pop(level);
+	return out;
 }
 
 char *
@@ -283,22 +337,165 @@ sibling_ranges(PartitionDesc pd, PartKey *pk, ArrayBuildState **lows,
 	}
 }
 
-/* The date_trunc unit that aligns partitions of this width. */
-static const char *
-granularity_unit(Interval *g)
+/*
+ * Check that partitions of width g can be aligned: a positive whole number
+ * of months, or of days, or of hours, minutes and seconds, not a mix (22023,
+ * naming the width).
+ */
+static void
+check_granularity(Interval *g, Oid typid)
 {
-	if (g->month < 0 || g->day < 0 || g->time < 0 ||
-		(g->month == 0 && g->day == 0 && g->time == 0))
+	int			kinds = (g->month != 0) + (g->day != 0) + (g->time != 0);
+
+	if (g->month < 0 || g->day < 0 || g->time < 0 || kinds == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("granularity must be a positive interval")));
+	if (kinds > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("granularity \"%s\" cannot be aligned",
+						DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(g)))),
+				 errdetail("A partition width is a whole number of months, of days, or of hours, minutes and seconds, not a mix of them."),
+				 errhint("Pass e.g. '1 month', '2 days', '1 week' or '6 hours'.")));
+	if (typid == DATEOID && g->time != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("granularity \"%s\" cannot be aligned",
+						DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(g)))),
+				 errdetail("A date partition key needs a width of whole days or months.")));
+}
+
+/*
+ * The zone in which a timestamptz key's partitions are aligned: widths of
+ * days and months follow idem_etl.partition_time_zone's calendar; widths
+ * under a day are cut in absolute time (UTC), so that a change to or from
+ * daylight saving time neither overlaps nor skips an hour.
+ */
+static const char *
+align_zone(Interval *g)
+{
+	return (g->month == 0 && g->day == 0) ? "UTC" : idem_partition_time_zone;
+}
+
+/* A date or timestamp as a timestamp in the zone of alignment. */
+static Timestamp
+to_local(PartKey *pk, Datum v, const char *zone)
+{
+	if (pk->column->typid == DATEOID)
+		return DatumGetTimestamp(DirectFunctionCall1(date_timestamp, v));
+	if (pk->column->typid == TIMESTAMPTZOID)
+		return DatumGetTimestamp(DirectFunctionCall2(timestamptz_zone,
+													 CStringGetTextDatum(zone), v));
+	return DatumGetTimestamp(v);
+}
+
+static Datum
+from_local(PartKey *pk, Timestamp t, const char *zone)
+{
+	if (pk->column->typid == DATEOID)
+		return DirectFunctionCall1(timestamp_date, TimestampGetDatum(t));
+	if (pk->column->typid == TIMESTAMPTZOID)
+		return DirectFunctionCall2(timestamp_zone, CStringGetTextDatum(zone),
+								   TimestampGetDatum(t));
+	return TimestampGetDatum(t);
+}
+
+/*
+ * The start of the partition of width g holding t, on the grid through
+ * origin: months counted from origin's month (a grid of month starts),
+ * other widths as date_bin does.
+ */
+static Timestamp
+align_local(Timestamp t, Interval *g, Timestamp origin)
+{
 	if (g->month > 0)
-		return g->month % 12 == 0 ? "year" : g->month == 3 ? "quarter" : "month";
-	if (g->day > 0)
-		return g->day % 7 == 0 ? "week" : "day";
-	if (g->time % USECS_PER_HOUR == 0)
-		return "hour";
-	return g->time % USECS_PER_MINUTE == 0 ? "minute" : "second";
+	{
+		struct pg_tm tt;
+		struct pg_tm ot;
+		fsec_t		fsec;
+		int			mt;
+		int			mo;
+		int			k;
+		Timestamp	result;
+
+		if (timestamp2tm(t, NULL, &tt, &fsec, NULL, NULL) != 0 ||
+			timestamp2tm(origin, NULL, &ot, &fsec, NULL, NULL) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+					 errmsg("timestamp out of range")));
+		mt = tt.tm_year * 12 + tt.tm_mon - 1;
+		mo = ot.tm_year * 12 + ot.tm_mon - 1;
+		k = (mt - mo) >= 0 ? (mt - mo) / g->month : -((mo - mt + g->month - 1) / g->month);
+		mo += k * g->month;
+		memset(&ot, 0, sizeof(ot));
+		ot.tm_year = mo >= 0 ? mo / 12 : -((11 - mo) / 12);
+		ot.tm_mon = mo - ot.tm_year * 12 + 1;
+		ot.tm_mday = 1;
+		if (tm2timestamp(&ot, 0, NULL, &result) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+					 errmsg("timestamp out of range")));
+		return result;
+	}
+	return DatumGetTimestamp(DirectFunctionCall3(timestamp_bin, IntervalPGetDatum(g),
+												 TimestampGetDatum(t),
+												 TimestampGetDatum(origin)));
+}
+
+/*
+ * Bounds of the partition of width g holding value, as text: on the grid of
+ * a sibling exactly g wide when there is one, else of the Unix epoch
+ * (1970-01-01, a Monday 1970-01-05 for whole weeks), as date_bin does.
+ */
+static void
+aligned_bounds(PartKey *pk, PartitionDesc pd, const char *value, Interval *g,
+			   char **lower, char **upper)
+{
+	const char *zone = align_zone(g);
+	Timestamp	origin = SetEpochTimestamp();
+	Timestamp	lo;
+	Timestamp	hi;
+	Oid			typoutput;
+	bool		isvarlena;
+
+	if (g->month == 0 && g->time == 0 && g->day % 7 == 0)
+		origin += 4 * USECS_PER_DAY;
+	for (int i = 0; pd && i < pd->nparts; i++)
+	{
+		HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(pd->oids[i]));
+		bool		isnull;
+		Datum		d;
+		PartitionBoundSpec *spec;
+		PartitionRangeDatum *l;
+		PartitionRangeDatum *h;
+
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for relation %u", pd->oids[i]);
+		d = SysCacheGetAttr(RELOID, tup, Anum_pg_class_relpartbound, &isnull);
+		spec = isnull ? NULL : stringToNode(TextDatumGetCString(d));
+		ReleaseSysCache(tup);
+		if (spec == NULL || spec->is_default)
+			continue;
+		l = linitial_node(PartitionRangeDatum, spec->lowerdatums);
+		h = linitial_node(PartitionRangeDatum, spec->upperdatums);
+		if (l->kind != PARTITION_RANGE_DATUM_VALUE || h->kind != PARTITION_RANGE_DATUM_VALUE)
+			continue;
+		lo = to_local(pk, castNode(Const, l->value)->constvalue, zone);
+		hi = to_local(pk, castNode(Const, h->value)->constvalue, zone);
+		if (DatumGetTimestamp(DirectFunctionCall2(timestamp_pl_interval, TimestampGetDatum(lo),
+												  IntervalPGetDatum(g))) == hi)
+		{
+			origin = lo;
+			break;
+		}
+	}
+	lo = align_local(to_local(pk, value_datum(pk, value), zone), g, origin);
+	hi = DatumGetTimestamp(DirectFunctionCall2(timestamp_pl_interval, TimestampGetDatum(lo),
+											   IntervalPGetDatum(g)));
+	getTypeOutputInfo(pk->column->typid, &typoutput, &isvarlena);
+	*lower = OidOutputFunctionCall(typoutput, from_local(pk, lo, zone));
+	*upper = OidOutputFunctionCall(typoutput, from_local(pk, hi, zone));
 }
 
 static bool
@@ -319,12 +516,11 @@ new_range_bounds(TargetInfo *target, PartKey *pk, PartitionDesc pd,
 {
 	const char *type = format_type_extended(pk->column->typid, pk->column->typmod,
 											FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
-	const char *ts = pk->column->typid == TIMESTAMPTZOID ?
-		"pg_catalog.timestamptz" : "pg_catalog.timestamp";
+	const char *ts = "pg_catalog.timestamp";
 	ArrayBuildState *lows;
 	ArrayBuildState *highs;
-	Oid			argtypes[3] = {TEXTARRAYOID, TEXTARRAYOID, TEXTOID};
-	Datum		args[3];
+	Oid			argtypes[4] = {TEXTARRAYOID, TEXTARRAYOID, TEXTOID, TEXTOID};
+	Datum		args[4];
 	SPIPlanPtr	plan;
 	char	   *sql;
 	bool		isnull;
@@ -342,6 +538,13 @@ new_range_bounds(TargetInfo *target, PartKey *pk, PartitionDesc pd,
 		args[0] = makeArrayResult(lows, CurrentMemoryContext);
 		args[1] = makeArrayResult(highs, CurrentMemoryContext);
 		args[2] = CStringGetTextDatum(value);
+		args[3] = CStringGetTextDatum(idem_partition_time_zone);
+		if (pk->column->typid == TIMESTAMPTZOID)
+		{
+			/* the siblings' bounds as local times of the partition zone */
+			type = "pg_catalog.timestamptz";
+			ts = "pg_catalog.timestamp";
+		}
 		if (is_time_type(pk->column->typid))
 			sql = psprintf("SELECT c.g FROM (VALUES (1, '1 hour'::pg_catalog.interval, 'hour'),"
 						   " (2, '1 day', 'day'), (3, '7 days', 'week'), (4, '1 month', 'month'),"
@@ -371,7 +574,20 @@ new_range_bounds(TargetInfo *target, PartKey *pk, PartitionDesc pd,
 						   " OPERATOR(pg_catalog.-) f.o, f.w) OPERATOR(pg_catalog.+) f.w, f.w) AS lo) s"
 						   " WHERE f.nw OPERATOR(pg_catalog.=) 1 AND f.no OPERATOR(pg_catalog.=) 1",
 						   type, type, type, type);
-		plan = sqlb_prepare(sql, 3, argtypes);
+		if (pk->column->typid == TIMESTAMPTZOID)
+			sql = psprintf("SELECT c.g FROM (VALUES (1, '1 hour'::pg_catalog.interval, 'hour'),"
+						   " (2, '1 day', 'day'), (3, '7 days', 'week'), (4, '1 month', 'month'),"
+						   " (5, '3 months', 'quarter'), (6, '1 year', 'year')) c(n, g, u)"
+						   " WHERE pg_catalog.cardinality($1) OPERATOR(pg_catalog.>) 0 AND NOT EXISTS (SELECT 1"
+						   " FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) b0(lo, hi),"
+						   " LATERAL (SELECT pg_catalog.timezone(CASE WHEN c.n OPERATOR(pg_catalog.=) 1"
+						   " THEN 'UTC' ELSE $4 END, b0.lo::%s) AS lo,"
+						   " pg_catalog.timezone(CASE WHEN c.n OPERATOR(pg_catalog.=) 1"
+						   " THEN 'UTC' ELSE $4 END, b0.hi::%s) AS hi) b"
+						   " WHERE b.hi OPERATOR(pg_catalog.<>) (b.lo OPERATOR(pg_catalog.+) c.g)"
+						   " OR pg_catalog.date_trunc(c.u, b.lo) OPERATOR(pg_catalog.<>) b.lo)"
+						   " ORDER BY c.n LIMIT 1", type, type);
+		plan = sqlb_prepare(sql, 4, argtypes);
 		if (SPI_execute_plan(plan, args, NULL, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "inferring partition bounds failed");
 		if (SPI_processed == 0)
@@ -394,43 +610,41 @@ new_range_bounds(TargetInfo *target, PartKey *pk, PartitionDesc pd,
 													  SPI_tuptable->tupdesc, 1, &isnull));
 	}
 
-	{
-		Oid			gtypes[2] = {TEXTOID, INTERVALOID};
-		Datum		gargs[2];
-
-		gargs[0] = CStringGetTextDatum(value);
-		gargs[1] = IntervalPGetDatum(granularity);
-		plan = sqlb_prepare(psprintf("SELECT lo::%s::pg_catalog.text,"
-									 " (lo OPERATOR(pg_catalog.+) $2)::%s::pg_catalog.text"
-									 " FROM (SELECT pg_catalog.date_trunc(%s, $1::%s::%s) AS lo) s",
-									 type, type, quote_literal_cstr(granularity_unit(granularity)),
-									 type, ts),
-							2, gtypes);
-		if (SPI_execute_plan(plan, gargs, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "computing partition bounds failed");
-		*lower = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		*upper = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-	}
+	check_granularity(granularity, pk->column->typid);
+	aligned_bounds(pk, pd, value, granularity, lower, upper);
 }
 
-/* parent_<bound with only letters and digits>, unique in the schema */
+/*
+ * parent_<bound with only letters and digits>, unique in the schema.  A name
+ * longer than NAMEDATALEN - 1 bytes keeps the whole value suffix and
+ * shortens the parent's part, never inside a multibyte character; when the
+ * name is taken (two long parents sharing a prefix), a number goes between
+ * the parent's part and the suffix: parent_2_20261128.
+ */
 static char *
 new_partition_name(TargetInfo *target, const char *bound)
 {
-	StringInfoData base;
+	StringInfoData suffix;
 	Oid			nsp = get_rel_namespace(target->relid);
-	char	   *name;
+	const char *parent = target->relname;
+	char	   *name = NULL;
 
-	initStringInfo(&base);
-	appendStringInfo(&base, "%s_", target->relname);
+	initStringInfo(&suffix);
+	appendStringInfoChar(&suffix, '_');
 	for (const char *p = bound; *p; p++)
-		if (isalnum((unsigned char) *p))
-			appendStringInfoChar(&base, *p);
-	if (base.len > NAMEDATALEN - 8)
-		base.data[NAMEDATALEN - 8] = '\0';
-	name = pstrdup(base.data);
-	for (int n = 1; OidIsValid(get_relname_relid(name, nsp)); n++)
-		name = psprintf("%s_%d", base.data, n);
+		if (isalnum((unsigned char) *p) && !IS_HIGHBIT_SET(*p))
+			appendStringInfoChar(&suffix, *p);
+	/* a bound has at most a few dozen characters; keep room for the parent */
+	if (suffix.len > NAMEDATALEN / 2)
+		suffix.data[suffix.len = NAMEDATALEN / 2] = '\0';
+	for (int n = 1; name == NULL || OidIsValid(get_relname_relid(name, nsp)); n++)
+	{
+		char	   *counter = n == 1 ? "" : psprintf("_%d", n);
+		int			room = NAMEDATALEN - 1 - suffix.len - (int) strlen(counter);
+		int			len = pg_mbcliplen(parent, strlen(parent), room);
+
+		name = psprintf("%.*s%s%s", len, parent, counter, suffix.data);
+	}
 	return name;
 }
 
@@ -508,6 +722,7 @@ partmap_slot(TargetInfo *target, PartKey *pk, const char *value,
 {
 	PartSlot   *slot = palloc0(sizeof(PartSlot));
 	Oid			partoid = partmap_find(target, pk, value);
+	int			level = utc_push(pk);
 
 	slot->value = partmap_normalize(pk, value);
 	if (OidIsValid(partoid))
@@ -532,6 +747,7 @@ partmap_slot(TargetInfo *target, PartKey *pk, const char *value,
 								   quote_literal_cstr(lower), quote_literal_cstr(upper));
 		slot->check_sql = range_check(pk, lower, upper);
 	}
+	utc_pop(level);
 	return slot;
 }
 

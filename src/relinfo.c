@@ -121,6 +121,34 @@ target_column(TargetInfo *target, const char *name)
 	return NULL;
 }
 
+/*
+ * A table alias for the SQL idem_etl builds: base, or base_2, base_3, ...,
+ * whichever is neither a column of the target nor its name.  So no name the
+ * extension invents can hide a user's column or table, or be hidden by one
+ * (a column "s" would otherwise win over a row alias "s").
+ */
+char *
+target_alias(TargetInfo *target, const char *base)
+{
+	char	   *alias = pstrdup(base);
+
+	for (int n = 2; target_column(target, alias) != NULL ||
+		 strcmp(alias, target->relname) == 0; n++)
+		alias = psprintf("%s_%d", base, n);
+	return alias;
+}
+
+/*
+ * "ONLY " for an ordinary table, "" for a partitioned one.  The target is the
+ * named table, as for INSERT ... ON CONFLICT, which checks and writes only
+ * it: rows of tables inheriting from it are neither matched nor deleted.
+ */
+const char *
+target_only(TargetInfo *target)
+{
+	return target->relkind == RELKIND_RELATION ? "ONLY " : "";
+}
+
 /* "a, b" for messages */
 char *
 target_key_list(TargetKey *key)
@@ -139,6 +167,50 @@ target_key_list(TargetKey *key)
  * once.  Its operator classes give the equality each key column is matched
  * with (so citext or an extension's type compares as the index does).
  */
+/*
+ * A deferrable primary key (primary == true) or unique constraint on exactly
+ * the key columns: ON CONFLICT cannot use it as its arbiter.  Refuse it by
+ * name, before ON CONFLICT would with a less helpful message.
+ */
+static void
+refuse_deferrable(Relation rel, TargetInfo *target, TargetKey *key,
+				  AttrNumber *attnums, bool primary)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+
+	foreach(lc, indexes)
+	{
+		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		Form_pg_index idx;
+		bool		match;
+
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for index %u", lfirst_oid(lc));
+		idx = (Form_pg_index) GETSTRUCT(tup);
+		match = idx->indisunique && !idx->indimmediate &&
+			(primary ? idx->indisprimary : idx->indnkeyatts == key->ncolumns);
+		for (int j = 0; match && !primary && j < key->ncolumns; j++)
+		{
+			bool		found = false;
+
+			for (int i = 0; i < idx->indnkeyatts; i++)
+				found |= idx->indkey.values[i] == attnums[j];
+			match = found;
+		}
+		ReleaseSysCache(tup);
+		if (match)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
+					 errmsg("%s \"%s\" of relation \"%s\" is deferrable",
+							primary ? "primary key" : "unique constraint",
+							get_rel_name(lfirst_oid(lc)), target->relname),
+					 errdetail("INSERT ... ON CONFLICT cannot use a deferrable constraint as its arbiter."),
+					 errhint("Recreate the constraint as NOT DEFERRABLE, or merge on other key columns.")));
+	}
+	list_free(indexes);
+}
+
 static bool
 find_unique_index(Relation rel, TargetKey *key, AttrNumber *attnums)
 {
@@ -221,6 +293,8 @@ target_key(TargetInfo *target, ArrayType *key_columns)
 		Form_pg_index idx;
 
 		if (!OidIsValid(pk))
+			refuse_deferrable(rel, target, key, NULL, true);
+		if (!OidIsValid(pk))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
 					 errmsg("relation \"%s\" has no usable primary key", target->relname),
@@ -241,6 +315,12 @@ target_key(TargetInfo *target, ArrayType *key_columns)
 		Datum	   *elems;
 		bool	   *nulls;
 
+		if (ARR_NDIM(key_columns) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("key_columns must be a one-dimensional array"),
+					 errdetail("It has %d dimensions.", ARR_NDIM(key_columns)),
+					 errhint("Pass the column names as ARRAY['a', 'b'].")));
 		deconstruct_array(key_columns, TEXTOID, -1, false, TYPALIGN_INT,
 						  &elems, &nulls, &key->ncolumns);
 		if (key->ncolumns == 0)
@@ -285,6 +365,8 @@ target_key(TargetInfo *target, ArrayType *key_columns)
 		attnums[i] = col->attnum;
 	}
 
+	/* ON CONFLICT refuses to infer its arbiter when any such one is deferrable */
+	refuse_deferrable(rel, target, key, attnums, false);
 	if (!find_unique_index(rel, key, attnums))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),

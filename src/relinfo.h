@@ -45,6 +45,8 @@ extern TargetKey *target_key(TargetInfo *target, ArrayType *key_columns);
 extern void target_check_privileges(TargetInfo *target, char **columns,
 									int ncolumns, AclMode mode);
 extern char *target_key_list(TargetKey *key);
+extern const char *target_only(TargetInfo *target);
+extern char *target_alias(TargetInfo *target, const char *base);
 extern void target_check_row_security(Oid relid);
 
 #endif							/* IDEM_RELINFO_H */

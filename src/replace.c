@@ -115,37 +115,49 @@ replace_options(Stage *stage, const char *bound)
 }
 
 /*
- * With run_key: the latest run for (target, value, run_key).  True when it
- * had the same fingerprint, so this call is a skip.
+ * With run_key: what the ledger says about this partition (its bound, not
+ * the value passed: every value of a month names the same monthly
+ * partition).  True when the latest run with run_key that replaced it had
+ * the same fingerprint and nothing changed the partition since, so this call
+ * is a skip.  A different fingerprint is a correction of that run.
  */
 static bool
-same_as_prior(ReplaceArgs *a, const char *value, LedgerRun *run)
+same_as_prior(ReplaceArgs *a, const char *value, const char *bound, LedgerRun *run)
 {
-	LedgerPrior prior;
+	LedgerPartPrior prior;
 
 	if (a->run_key == NULL)
 		return false;
-	prior = ledger_prior_run(a->target->relid, OPERATION, a->run_key, value);
-	if (prior.run_id == 0)
+	prior = ledger_partition_prior(a->target->relid, a->run_key, bound);
+	if (prior.applied == 0)
 		return false;
-	if (strcmp(prior.fingerprint, run->fingerprint) == 0)
+	if (strcmp(prior.fingerprint, run->fingerprint) != 0)
 	{
 		ereport(NOTICE,
-				(errmsg("skipping replacement of %s in \"%s\": run %lld already has the same rows for run_key \"%s\"",
-						value, a->target->relname, (long long) prior.run_id, a->run_key),
-				 errdetail("Nothing was rewritten."),
-				 errhint("Change the source, or use another run_key, to load it again.")));
-		return true;
+				(errmsg("run_key \"%s\" loaded %s into \"%s\" in run %lld with other rows; replacing them as a correction",
+						a->run_key, value, a->target->relname, (long long) prior.applied)));
+		run->corrects = prior.applied;
+		return false;
+	}
+	if (prior.changed_by != 0)
+	{
+		ereport(NOTICE,
+				(errmsg("loading the partition of %s in \"%s\" again: run %lld (%s) changed it after run %lld loaded the same rows for run_key \"%s\"",
+						value, a->target->relname, (long long) prior.changed_by,
+						prior.changed_op, (long long) prior.applied, a->run_key)));
+		return false;
 	}
 	ereport(NOTICE,
-			(errmsg("run_key \"%s\" loaded %s into \"%s\" in run %lld with other rows; replacing them as a correction",
-					a->run_key, value, a->target->relname, (long long) prior.run_id)));
-	run->corrects = prior.run_id;
-	return false;
+			(errmsg("skipping replacement of %s in \"%s\": run %lld already has the same rows for run_key \"%s\"",
+					value, a->target->relname, (long long) prior.applied, a->run_key),
+			 errdetail("Nothing was rewritten."),
+			 errhint("Change the source, or use another run_key, to load it again.")));
+	return true;
 }
 
 static void
-start_run(LedgerRun *run, ReplaceArgs *a, const char *value, const char *table)
+start_run(LedgerRun *run, ReplaceArgs *a, const char *value, const char *bound,
+		  const char *table)
 {
 	memset(run, 0, sizeof(LedgerRun));
 	run->operation = OPERATION;
@@ -155,6 +167,7 @@ start_run(LedgerRun *run, ReplaceArgs *a, const char *value, const char *table)
 	run->started_at = GetCurrentTimestamp();
 	run->partition_value = value;
 	run->partition_table = table;
+	run->partition_bound = bound;
 }
 
 /*
@@ -225,7 +238,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
 	bool		keep = a->keep != NULL && OidIsValid(slot->partoid);
 
 	memset(r, 0, sizeof(ReplaceResult));
-	start_run(&run, a, slot->value,
+	start_run(&run, a, slot->value, slot->bound_sql,
 			  quote_qualified_identifier(get_namespace_name(get_rel_namespace(a->target->relid)),
 										 slot->name));
 	if (OidIsValid(slot->partoid))
@@ -250,7 +263,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
 	run.batch_rows = loaded.nrows;
 	run.fingerprint = stage_scan(&loaded, NULL, replace_options(&loaded, slot->bound_sql));
 
-	if (same_as_prior(a, slot->value, &run))
+	if (same_as_prior(a, slot->value, slot->bound_sql, &run))
 	{
 		sqlb_exec(psprintf("DROP TABLE %s", np->qualname));
 		run.skipped = true;
@@ -310,8 +323,8 @@ replace_in_table(ReplaceArgs *a, const char *value, const char *from, ReplaceRes
 	StringInfoData sql;
 
 	memset(r, 0, sizeof(ReplaceResult));
-	ledger_lock_key(a->target->relid, OPERATION, value);
-	start_run(&run, a, value, a->target->qualname);
+	ledger_lock_key(a->target->relid, OPERATION, bound);
+	start_run(&run, a, value, bound, a->target->qualname);
 	if (from == NULL)
 	{
 		char	   *example;
@@ -340,14 +353,15 @@ replace_in_table(ReplaceArgs *a, const char *value, const char *from, ReplaceRes
 	run.batch_rows = batch.nrows;
 	run.fingerprint = stage_scan(&batch, NULL, replace_options(&batch, bound));
 	r->partition = a->target->relid;
-	if (same_as_prior(a, value, &run))
+	if (same_as_prior(a, value, bound, &run))
 	{
 		run.skipped = true;
 		r->skipped = true;
 	}
 	else
 	{
-		r->replaced = (int64) sqlb_exec(psprintf("DELETE FROM %s WHERE %s", a->target->qualname, bound));
+		r->replaced = (int64) sqlb_exec(psprintf("DELETE FROM %s%s WHERE %s",
+												 target_only(a->target), a->target->qualname, bound));
 		initStringInfo(&sql);
 		appendStringInfo(&sql, "INSERT INTO %s (", a->target->qualname);
 		sqlb_append_columns(&sql, NULL, batch.columns, batch.ncolumns);

@@ -213,8 +213,8 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "WITH idem_delta AS (SELECT ");
 	sqlb_append_columns(&sql, "b", stage->columns, stage->ncolumns);
-	appendStringInfo(&sql, " FROM %s b LEFT JOIN %s t ON ",
-					 batch->name, target->qualname);
+	appendStringInfo(&sql, " FROM %s b LEFT JOIN %s%s t ON ",
+					 batch->name, target_only(target), target->qualname);
 	sqlb_append_key_match(&sql, "t", "b", key->names, key->eqops, key->ncolumns,
 						  key->nulls_not_distinct);
 	appendStringInfoString(&sql, " WHERE t.ctid IS NULL");
@@ -288,11 +288,16 @@ delete_missing_rows(TargetInfo *target, TargetKey *key, KeyedBatch *batch,
 					const char *condition)
 {
 	StringInfoData sql;
+	const char *b = target_alias(target, "b");
 
+	/*
+	 * condition sees the target's columns, and the target by its name; the
+	 * batch's alias is neither, so it hides nothing the condition names.
+	 */
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "DELETE FROM %s WHERE (%s\n) AND NOT EXISTS (SELECT 1 FROM %s b WHERE ",
-					 target->qualname, condition, batch->name);
-	sqlb_append_key_match(&sql, quote_identifier(target->relname), "b",
+	appendStringInfo(&sql, "DELETE FROM %s%s WHERE (%s\n) AND NOT EXISTS (SELECT 1 FROM %s %s WHERE ",
+					 target_only(target), target->qualname, condition, batch->name, b);
+	sqlb_append_key_match(&sql, quote_identifier(target->relname), b,
 						  key->names, key->eqops, key->ncolumns, key->nulls_not_distinct);
 	appendStringInfoChar(&sql, ')');
 	return (int64) sqlb_exec(sql.data);

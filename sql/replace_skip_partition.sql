@@ -1,0 +1,88 @@
+--
+-- replace_skip_partition: issue 10, points 1 and 2.  A replacement replaces
+-- the whole partition holding the value, so skips, corrections and the lock
+-- are keyed by the partition (its bound), not by the text of the value; a
+-- skip is only valid while the partition still holds what that run loaded.
+-- corrects names the last run that applied rows, never a skip.
+--
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS idem_etl CASCADE;
+CREATE EXTENSION idem_etl;
+DROP SCHEMA IF EXISTS rskip CASCADE;
+RESET client_min_messages;
+CREATE SCHEMA rskip;
+
+-- monthly partitions: 11-01 and 11-02 name the same partition
+CREATE TABLE rskip.m (d date NOT NULL, id int NOT NULL, v text) PARTITION BY RANGE (d);
+CREATE TABLE rskip.m_202611 PARTITION OF rskip.m FOR VALUES FROM ('2026-11-01') TO ('2026-12-01');
+SELECT rows_loaded, rows_replaced, skipped FROM etl_replace_partition('rskip.m', '2026-11-01',
+    $$SELECT '2026-11-01'::date AS d, 1 AS id, 'first' AS v$$, run_key => 'k');
+SELECT rows_loaded, rows_replaced, skipped FROM etl_replace_partition('rskip.m', '2026-11-02',
+    $$SELECT '2026-11-02'::date AS d, 2 AS id, 'second' AS v$$, run_key => 'k');
+-- the first call again: the partition now holds the 11-02 load, so it is
+-- a correction, not a skip (the old code skipped it and lost the row)
+SELECT rows_loaded, rows_replaced, skipped FROM etl_replace_partition('rskip.m', '2026-11-01',
+    $$SELECT '2026-11-01'::date AS d, 1 AS id, 'first' AS v$$, run_key => 'k');
+SELECT * FROM rskip.m ORDER BY d, id;
+-- and now, unchanged, it is skipped
+SELECT rows_loaded, rows_replaced, skipped FROM etl_replace_partition('rskip.m', '2026-11-01',
+    $$SELECT '2026-11-01'::date AS d, 1 AS id, 'first' AS v$$, run_key => 'k');
+-- the ledger keeps the partition's bound
+SELECT run_id, partition_value, partition_bound, skipped, corrects FROM idem_etl.runs ORDER BY run_id;
+
+-- LIST partitions holding several values
+CREATE TABLE rskip.l (region text NOT NULL, id int NOT NULL) PARTITION BY LIST (region);
+CREATE TABLE rskip.l_eu PARTITION OF rskip.l FOR VALUES IN ('de', 'fr');
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.l', 'de', $$SELECT 'de' AS region, 1 AS id$$, run_key => 'k');
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.l', 'fr', $$SELECT 'fr' AS region, 2 AS id$$, run_key => 'k');
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.l', 'de', $$SELECT 'de' AS region, 1 AS id$$, run_key => 'k');
+SELECT * FROM rskip.l ORDER BY id;
+
+-- another run_key replaced the partition in between: no skip
+CREATE TABLE rskip.d (d date NOT NULL, id int NOT NULL, PRIMARY KEY (d, id)) PARTITION BY RANGE (d);
+CREATE TABLE rskip.d_20261128 PARTITION OF rskip.d FOR VALUES FROM ('2026-11-28') TO ('2026-11-29');
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.d', '2026-11-28', $$SELECT '2026-11-28'::date AS d, 1 AS id$$, run_key => 'a');
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.d', '2026-11-28', $$SELECT '2026-11-28'::date AS d, 2 AS id$$, run_key => 'b');
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.d', '2026-11-28', $$SELECT '2026-11-28'::date AS d, 1 AS id$$, run_key => 'a');
+SELECT * FROM rskip.d ORDER BY id;
+-- an upsert that wrote into the target since: no skip
+SELECT inserted FROM etl_upsert_batch('rskip.d', $$SELECT '2026-11-28'::date AS d, 5 AS id$$);
+SELECT rows_loaded, rows_replaced, skipped FROM etl_replace_partition('rskip.d', '2026-11-28', $$SELECT '2026-11-28'::date AS d, 1 AS id$$, run_key => 'a');
+SELECT * FROM rskip.d ORDER BY id;
+-- an upsert that wrote nothing does not count
+SELECT inserted, unchanged FROM etl_upsert_batch('rskip.d', $$SELECT '2026-11-28'::date AS d, 1 AS id$$);
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.d', '2026-11-28', $$SELECT '2026-11-28'::date AS d, 1 AS id$$, run_key => 'a');
+-- a restore since: no skip
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.d', '2026-11-28', $$SELECT '2026-11-28'::date AS d, 7 AS id$$, run_key => 'c', keep_replaced => '1 day');
+SELECT etl_restore_partition('rskip.d', '2026-11-28');
+SELECT * FROM rskip.d ORDER BY id;
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.d', '2026-11-28', $$SELECT '2026-11-28'::date AS d, 7 AS id$$, run_key => 'c');
+SELECT * FROM rskip.d ORDER BY id;
+
+-- plain table: the same rules, per value
+CREATE TABLE rskip.p (d date NOT NULL, id int NOT NULL);
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.p', '2026-11-28', $$SELECT '2026-11-28'::date AS d, 1 AS id$$, partition_column => 'd', run_key => 'a');
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.p', '2026-11-28', $$SELECT '2026-11-28'::date AS d, 2 AS id$$, partition_column => 'd', run_key => 'b');
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.p', '2026-11-28', $$SELECT '2026-11-28'::date AS d, 1 AS id$$, partition_column => 'd', run_key => 'a');
+SELECT * FROM rskip.p ORDER BY id;
+
+-- point 2: rows, the same rows (skipped), changed rows: the correction
+-- names the first run, which applied the rows, not the skip
+TRUNCATE idem_etl.runs;
+CREATE TABLE rskip.c (d date NOT NULL, id int NOT NULL, v text, PRIMARY KEY (d, id)) PARTITION BY RANGE (d);
+CREATE TABLE rskip.c_20261128 PARTITION OF rskip.c FOR VALUES FROM ('2026-11-28') TO ('2026-11-29');
+CREATE TEMP TABLE ids (step int, run_id bigint);
+INSERT INTO ids SELECT 1, run_id FROM etl_replace_partition('rskip.c', '2026-11-28', $$SELECT '2026-11-28'::date AS d, 1 AS id, 'a' AS v$$, run_key => 'k');
+INSERT INTO ids SELECT 2, run_id FROM etl_replace_partition('rskip.c', '2026-11-28', $$SELECT '2026-11-28'::date AS d, 1 AS id, 'a' AS v$$, run_key => 'k');
+INSERT INTO ids SELECT 3, run_id FROM etl_replace_partition('rskip.c', '2026-11-28', $$SELECT '2026-11-28'::date AS d, 1 AS id, 'b' AS v$$, run_key => 'k');
+SELECT i.step, r.skipped, r.corrects = (SELECT run_id FROM ids WHERE step = 1) AS corrects_run_1
+  FROM ids i JOIN idem_etl.runs r USING (run_id) ORDER BY i.step;
+-- the same for upserts
+INSERT INTO ids SELECT 11, run_id FROM etl_upsert_batch('rskip.c', $$SELECT '2026-11-28'::date AS d, 2 AS id, 'a' AS v$$, run_key => 'u');
+INSERT INTO ids SELECT 12, run_id FROM etl_upsert_batch('rskip.c', $$SELECT '2026-11-28'::date AS d, 2 AS id, 'a' AS v$$, run_key => 'u');
+INSERT INTO ids SELECT 13, run_id FROM etl_upsert_batch('rskip.c', $$SELECT '2026-11-28'::date AS d, 2 AS id, 'b' AS v$$, run_key => 'u');
+SELECT i.step, r.skipped, r.corrects = (SELECT run_id FROM ids WHERE step = 11) AS corrects_run_11
+  FROM ids i JOIN idem_etl.runs r USING (run_id) WHERE i.step > 10 ORDER BY i.step;
+
+SET client_min_messages = warning;
+DROP SCHEMA rskip CASCADE;
