@@ -178,6 +178,24 @@ is( $node->safe_psql(
 is($node->safe_psql('postgres', 'SELECT id, v FROM locked_t'),
 	'1|loaded', 'the row was written once');
 
+# --- late attempts: the backoff's exponent is capped before the interval
+# is built (2^(attempts - 1) seconds overflowed an interval from attempt 45
+# on: "timestamp out of range" after the catch, the worker died and the
+# job was requeued without backoff)
+my $log_offset = -s $node->logfile;
+my $late = $node->safe_psql('postgres', q{
+	SELECT etl_submit($c$DO $b$ BEGIN RAISE EXCEPTION 'always busy' USING ERRCODE = '40001'; END $b$ $c$,
+	                  max_attempts => 100, run_after => clock_timestamp() + interval '2 seconds')});
+# as the queue's owner: this job has had 60 attempts already, 62 allowed
+$node->safe_psql('postgres',
+	"UPDATE idem_etl.jobs SET attempts = 60, max_attempts = 62 WHERE job_id = $late");
+is(wait_ended($node, $late), 'failed', 'a job in its 61st and 62nd attempts fails in the end');
+is($node->safe_psql('postgres', "SELECT attempts || ' ' || left(last_error, 5) FROM idem_etl.jobs WHERE job_id = $late"),
+	'62 40001', 'after 62 attempts, with its own error each time (not a dead worker\'s 57P02)');
+ok(!$node->log_contains(qr/out of range/, $log_offset), 'no overflow in the backoff');
+ok(!$node->log_contains(qr/idem_etl job[^"]*" \(PID \d+\) exited with exit code 1/, $log_offset),
+	'no job worker died');
+
 no_crash($node, 'no server process crashed');
 
 $node->stop;
