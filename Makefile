@@ -17,6 +17,7 @@ OBJS = \
 	src/kept.o \
 	src/replace.o \
 	src/upsert.o \
+	src/audit.o \
 	src/jobs.o \
 	src/worker_common.o \
 	src/worker_shmem.o \

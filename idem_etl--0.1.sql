@@ -30,7 +30,10 @@ CREATE TABLE idem_etl.runs (
     finished_at  timestamptz NOT NULL,
     run_by       name        NOT NULL,
     -- replace and restore runs: the partition's bound (skips are keyed by it)
-    partition_bound text
+    partition_bound text,
+    -- the expect that the batch met (write-audit-publish), and
+    -- min_replaced_ratio when it was checked
+    expectation  text
 );
 CREATE INDEX runs_lookup ON idem_etl.runs (target_oid, operation, run_key, partition_value, run_id);
 CREATE INDEX runs_partition ON idem_etl.runs (target_oid, partition_bound, run_id);
@@ -61,7 +64,8 @@ SELECT run_id,
        finished_at,
        run_by,
        corrects,
-       fingerprint
+       fingerprint,
+       expectation
   FROM idem_etl.runs
  ORDER BY run_id DESC;
 GRANT SELECT ON idem_etl.run_history TO PUBLIC;
@@ -146,13 +150,16 @@ CREATE FUNCTION etl_upsert_batch(
     order_by       text   DEFAULT NULL,
     newer_column   text   DEFAULT NULL,
     delete_missing text   DEFAULT NULL,
-    run_key        text   DEFAULT NULL)
+    run_key        text   DEFAULT NULL,
+    update_columns text[] DEFAULT NULL,
+    exclude_columns text[] DEFAULT NULL,
+    expect         text   DEFAULT NULL)
 RETURNS TABLE (run_id bigint, inserted bigint, updated bigint,
                unchanged bigint, deleted bigint, skipped boolean)
 AS 'MODULE_PATHNAME', 'etl_upsert_batch'
 LANGUAGE C VOLATILE SECURITY INVOKER;
 
-COMMENT ON FUNCTION etl_upsert_batch(regclass, text, text[], text, text, text, text)
+COMMENT ON FUNCTION etl_upsert_batch(regclass, text, text[], text, text, text, text, text[], text[], text)
     IS 'merge a batch into a table by key; rerunning it changes nothing';
 
 CREATE FUNCTION etl_replace_partition(
@@ -162,13 +169,16 @@ CREATE FUNCTION etl_replace_partition(
     partition_column text     DEFAULT NULL,
     granularity      interval DEFAULT NULL,
     keep_replaced    interval DEFAULT NULL,
-    run_key          text     DEFAULT NULL)
+    run_key          text     DEFAULT NULL,
+    expect           text     DEFAULT NULL,
+    min_replaced_ratio float8 DEFAULT NULL,
+    allow_shrink     boolean  DEFAULT false)
 RETURNS TABLE (run_id bigint, partition_table regclass, rows_loaded bigint,
                rows_replaced bigint, skipped boolean)
 AS 'MODULE_PATHNAME', 'etl_replace_partition'
 LANGUAGE C VOLATILE SECURITY INVOKER;
 
-COMMENT ON FUNCTION etl_replace_partition(regclass, text, text, text, interval, interval, text)
+COMMENT ON FUNCTION etl_replace_partition(regclass, text, text, text, interval, interval, text, text, float8, boolean)
     IS 'replace the partition holding one run value with the rows of a query, atomically';
 
 CREATE FUNCTION etl_replace_partitions(
@@ -177,13 +187,16 @@ CREATE FUNCTION etl_replace_partitions(
     partition_column text     DEFAULT NULL,
     granularity      interval DEFAULT NULL,
     keep_replaced    interval DEFAULT NULL,
-    run_key          text     DEFAULT NULL)
+    run_key          text     DEFAULT NULL,
+    expect           text     DEFAULT NULL,
+    min_replaced_ratio float8 DEFAULT NULL,
+    allow_shrink     boolean  DEFAULT false)
 RETURNS TABLE (run_id bigint, partition_table regclass, rows_loaded bigint,
                rows_replaced bigint, skipped boolean)
 AS 'MODULE_PATHNAME', 'etl_replace_partitions'
 LANGUAGE C VOLATILE SECURITY INVOKER;
 
-COMMENT ON FUNCTION etl_replace_partitions(regclass, text, text, interval, interval, text)
+COMMENT ON FUNCTION etl_replace_partitions(regclass, text, text, interval, interval, text, text, float8, boolean)
     IS 'replace every partition the query has rows for, atomically (dynamic overwrite)';
 
 CREATE FUNCTION etl_restore_partition(target regclass, partition_value text)

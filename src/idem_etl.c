@@ -15,6 +15,7 @@
 #include "utils/guc.h"
 #include "utils/tuplestore.h"
 
+#include "audit.h"
 #include "idem_etl.h"
 #include "worker.h"
 
@@ -112,6 +113,11 @@ _PG_init(void)
 							   &idem_partition_time_zone, "UTC",
 							   PGC_USERSET, 0, NULL, NULL, NULL);
 
+	DefineCustomRealVariable("idem_etl.min_replaced_ratio",
+							 "Smallest fraction of a partition's rows that a replacement may load.",
+							 "A replacement that would leave fewer rows is refused (IE002) unless the call passes allow_shrink; 0 turns the check off.",
+							 &idem_min_replaced_ratio, 0, 0, 1,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("idem_etl.max_workers",
 							"Most job workers running at once, across the cluster.",
 							NULL,

@@ -306,11 +306,11 @@ ledger_check_length(const char *argname, const char *value)
 int64
 ledger_record(const LedgerRun *run)
 {
-	Oid			argtypes[19] = {TEXTOID, TEXTOID, OIDOID, TEXTOID, TEXTOID,
+	Oid			argtypes[20] = {TEXTOID, TEXTOID, OIDOID, TEXTOID, TEXTOID,
 		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID, INT8OID,
-		TIMESTAMPTZOID, NAMEOID, TEXTOID, TEXTOID, INT8OID, INT8OID, TEXTOID};
-	Datum		args[19];
-	char		nulls[19];
+		TIMESTAMPTZOID, NAMEOID, TEXTOID, TEXTOID, INT8OID, INT8OID, TEXTOID, TEXTOID};
+	Datum		args[20];
+	char		nulls[20];
 	bool		isnull;
 
 	memset(nulls, ' ', sizeof(nulls));
@@ -347,15 +347,20 @@ ledger_record(const LedgerRun *run)
 		args[18] = CStringGetTextDatum(run->partition_bound);
 	else
 		nulls[18] = 'n';
+	if (run->expectation)
+		args[19] = CStringGetTextDatum(run->expectation);
+	else
+		nulls[19] = 'n';
 
 	ledger_exec_as_owner("INSERT INTO idem_etl.runs (operation, target, target_oid, run_key,"
 						 " fingerprint, batch_rows, inserted, updated, unchanged, deleted,"
 						 " skipped, corrects, started_at, finished_at, run_by,"
 						 " partition_value, partition_table, rows_loaded, rows_replaced,"
-						 " partition_bound)"
+						 " partition_bound, expectation)"
 						 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
-						 " pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18, $19) RETURNING run_id",
-						 19, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
+						 " pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18, $19, $20)"
+						 " RETURNING run_id",
+						 20, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 									   SPI_tuptable->tupdesc, 1, &isnull));
 }

@@ -27,6 +27,7 @@ typedef struct LedgerRun
 	int64		rows_loaded;
 	int64		rows_replaced;
 	bool		skipped;
+	const char *expectation;	/* the expect that passed, or NULL */
 	int64		corrects;		/* run_id of the run this one corrects, or 0 */
 	TimestampTz started_at;
 } LedgerRun;

@@ -21,6 +21,7 @@
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
+#include "audit.h"
 #include "idem_etl.h"
 #include "kept.h"
 #include "ledger.h"
@@ -44,6 +45,9 @@ typedef struct ReplaceArgs
 	Interval   *granularity;
 	Interval   *keep;			/* NULL: drop replaced data at commit */
 	char	   *run_key;
+	char	   *expect;			/* audit of the new rows, or NULL */
+	double		min_ratio;		/* refuse to shrink below, 0: off */
+	bool		allow_shrink;
 } ReplaceArgs;
 
 typedef struct ReplaceResult
@@ -77,14 +81,18 @@ keep_interval(FunctionCallInfo fcinfo, int n)
 
 /*
  * The arguments both functions share: target (argument 0), then source,
- * partition_column, granularity, keep_replaced and run_key from argument
- * "first" on.
+ * partition_column, granularity, keep_replaced, run_key, expect,
+ * min_replaced_ratio and allow_shrink from argument "first" on.
  */
 static void
 replace_setup(ReplaceArgs *a, FunctionCallInfo fcinfo, int first)
 {
 	a->run_key = idem_text_arg(fcinfo, first + 4);
 	ledger_check_length("run_key", a->run_key);
+	a->expect = idem_text_arg(fcinfo, first + 5);
+	audit_check_syntax(a->expect);
+	a->min_ratio = audit_ratio(fcinfo, first + 6);
+	a->allow_shrink = !PG_ARGISNULL(first + 7) && PG_GETARG_BOOL(first + 7);
 	swap_serialize(PG_GETARG_OID(0));
 	a->target = target_open(PG_GETARG_OID(0), ACL_SELECT | ACL_INSERT | ACL_DELETE);
 	target_check_row_security(a->target->relid);
@@ -155,6 +163,16 @@ same_as_prior(ReplaceArgs *a, const char *value, const char *bound, LedgerRun *r
 	return true;
 }
 
+/* What the ledger records as met: expect, and the ratio when it applied. */
+static char *
+expectation_text(ReplaceArgs *a)
+{
+	if (a->min_ratio > 0 && !a->allow_shrink)
+		return psprintf("%s%smin_replaced_ratio %g", a->expect ? a->expect : "",
+						a->expect ? "; " : "", a->min_ratio);
+	return a->expect;
+}
+
 static void
 start_run(LedgerRun *run, ReplaceArgs *a, const char *value, const char *bound,
 		  const char *table)
@@ -165,6 +183,7 @@ start_run(LedgerRun *run, ReplaceArgs *a, const char *value, const char *bound,
 	run->target_oid = a->target->relid;
 	run->run_key = a->run_key;
 	run->started_at = GetCurrentTimestamp();
+	run->expectation = expectation_text(a);
 	run->partition_value = value;
 	run->partition_table = table;
 	run->partition_bound = bound;
@@ -245,7 +264,10 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
 		target_check_row_security(slot->partoid);
 	np = newpart_create(a->target, a->pk, slot);
 	if (from == NULL)
+	{
 		stage_fill(&loaded, np->qualname);
+		audit_expect(a->expect, np->qualname, a->target->relname);
+	}
 	else
 	{
 		StringInfoData sql;
@@ -280,8 +302,12 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
 
 	r->loaded = loaded.nrows;
 	if (OidIsValid(slot->partoid))
+	{
 		r->replaced = sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s.%s",
 											  np->schema, quote_identifier(slot->name)));
+		audit_shrink(a->min_ratio, a->allow_shrink, r->loaded, r->replaced,
+					 a->target->relname, psprintf("partition \"%s\"", slot->name));
+	}
 	else if (OidIsValid(a->pk->default_part))
 		r->replaced = (int64) sqlb_exec(psprintf("DELETE FROM %s WHERE %s",
 												 quote_qualified_identifier(get_namespace_name(get_rel_namespace(a->pk->default_part)),
@@ -330,6 +356,7 @@ replace_in_table(ReplaceArgs *a, const char *value, const char *from, ReplaceRes
 		char	   *example;
 
 		stage_load(&batch, a->target);
+		audit_expect(a->expect, batch.name, a->target->relname);
 		sqlb_exec(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8,"
 						   " pg_catalog.min(coalesce(%s::pg_catalog.text, 'NULL'))"
 						   " FROM %s WHERE NOT coalesce(%s, false)",
@@ -360,6 +387,11 @@ replace_in_table(ReplaceArgs *a, const char *value, const char *from, ReplaceRes
 	}
 	else
 	{
+		if (a->min_ratio > 0 && !a->allow_shrink)
+			audit_shrink(a->min_ratio, false, batch.nrows,
+						 sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s%s WHERE %s",
+												 target_only(a->target), a->target->qualname, bound)),
+						 a->target->relname, psprintf("the rows of %s", value));
 		r->replaced = (int64) sqlb_exec(psprintf("DELETE FROM %s%s WHERE %s",
 												 target_only(a->target), a->target->qualname, bound));
 		initStringInfo(&sql);
@@ -452,6 +484,7 @@ etl_replace_partitions(PG_FUNCTION_ARGS)
 	col = quote_identifier(a.pk->column->name);
 
 	stage_load(a.stage, a.target);
+	audit_expect(a.expect, a.stage->name, a.target->relname);
 	nulls = sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s WHERE %s IS NULL",
 									a.stage->name, col));
 	if (nulls > 0)

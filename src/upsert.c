@@ -22,6 +22,7 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
+#include "audit.h"
 #include "dedup.h"
 #include "idem_etl.h"
 #include "ledger.h"
@@ -40,6 +41,9 @@ typedef struct UpsertArgs
 	char	   *newer_column;
 	char	   *delete_missing;
 	char	   *run_key;
+	ArrayType  *update_columns;
+	ArrayType  *exclude_columns;
+	char	   *expect;
 } UpsertArgs;
 
 typedef struct UpsertCounts
@@ -50,21 +54,102 @@ typedef struct UpsertCounts
 	int64		deleted;
 } UpsertCounts;
 
-/* The written columns that are not key columns: the ones an update sets. */
+/* The names of a text[] argument: one-dimensional, no NULL, no repeats. */
 static char **
-non_key_columns(Stage *stage, TargetKey *key, int *n)
+column_list(ArrayType *arr, const char *argname, int *n)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	char	  **names;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("%s must be a one-dimensional array", argname)));
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, n);
+	names = palloc(sizeof(char *) * (*n + 1));
+	for (int i = 0; i < *n; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not contain NULL", argname)));
+		names[i] = TextDatumGetCString(elems[i]);
+		for (int j = 0; j < i; j++)
+			if (strcmp(names[i], names[j]) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_DUPLICATE_COLUMN),
+						 errmsg("column \"%s\" is named more than once in %s", names[i], argname)));
+	}
+	return names;
+}
+
+static bool
+in_list(char **names, int n, const char *name)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(names[i], name) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * The columns an update sets (and compares): the written columns that are
+ * not key columns, narrowed to update_columns or without exclude_columns
+ * (dbt's merge_update_columns / merge_exclude_columns).  New rows are
+ * inserted with every source column either way.
+ */
+static char **
+update_set_columns(TargetInfo *target, Stage *stage, TargetKey *key,
+				   const UpsertArgs *args, int *n)
 {
 	char	  **cols = palloc(sizeof(char *) * stage->ncolumns);
+	ArrayType  *arr = args->update_columns ? args->update_columns : args->exclude_columns;
+	const char *argname = args->update_columns ? "update_columns" : "exclude_columns";
+	char	  **names = NULL;
+	int			nnames = 0;
+
+	if (args->update_columns && args->exclude_columns)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("update_columns and exclude_columns cannot both be given"),
+				 errhint("Name the columns to update, or those to leave alone, not both.")));
+	if (arr)
+	{
+		names = column_list(arr, argname, &nnames);
+		for (int i = 0; i < nnames; i++)
+		{
+			if (target_column(target, names[i]) == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_COLUMN),
+						 errmsg("column \"%s\" of %s does not exist in relation \"%s\"",
+								names[i], argname, target->relname)));
+			if (in_list(key->names, key->ncolumns, names[i]))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("column \"%s\" of %s is a key column", names[i], argname),
+						 errdetail("Key columns identify rows; they are never updated."),
+						 errhint("Leave the key columns out of %s.", argname)));
+			if (args->update_columns && !stage_has_column(stage, names[i]))
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_COLUMN),
+						 errmsg("column \"%s\" of update_columns is missing from the source", names[i]),
+						 errhint("Add the column to the source query's select list.")));
+		}
+	}
 
 	*n = 0;
 	for (int i = 0; i < stage->ncolumns; i++)
 	{
-		bool		is_key = false;
+		const char *col = stage->columns[i];
 
-		for (int j = 0; j < key->ncolumns; j++)
-			is_key |= strcmp(stage->columns[i], key->names[j]) == 0;
-		if (!is_key)
-			cols[(*n)++] = stage->columns[i];
+		if (in_list(key->names, key->ncolumns, col))
+			continue;
+		if (args->update_columns && !in_list(names, nnames, col))
+			continue;
+		if (args->exclude_columns && in_list(names, nnames, col))
+			continue;
+		cols[(*n)++] = stage->columns[i];
 	}
 	return cols;
 }
@@ -117,7 +202,7 @@ check_privileges(TargetInfo *target, Stage *stage, char **setcols, int nset,
 /* What makes two applies of the same rows differ: columns and options. */
 static char *
 fingerprint_options(TargetInfo *target, TargetKey *key, Stage *stage,
-					const UpsertArgs *args)
+					const UpsertArgs *args, char **setcols, int nset)
 {
 	StringInfoData buf;
 
@@ -137,6 +222,10 @@ fingerprint_options(TargetInfo *target, TargetKey *key, Stage *stage,
 		appendStringInfo(&buf, "newer %zu:%s\n", strlen(args->newer_column), args->newer_column);
 	if (args->delete_missing)
 		appendStringInfo(&buf, "delete %zu:%s\n", strlen(args->delete_missing), args->delete_missing);
+	for (int i = 0; i < nset; i++)
+		appendStringInfo(&buf, "set %zu:%s\n", strlen(setcols[i]), setcols[i]);
+	if (args->expect)
+		appendStringInfo(&buf, "expect %zu:%s\n", strlen(args->expect), args->expect);
 	return buf.data;
 }
 
@@ -343,6 +432,9 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	args.newer_column = idem_text_arg(fcinfo, 4);
 	args.delete_missing = idem_text_arg(fcinfo, 5);
 	args.run_key = idem_text_arg(fcinfo, 6);
+	args.update_columns = PG_ARGISNULL(7) ? NULL : PG_GETARG_ARRAYTYPE_P(7);
+	args.exclude_columns = PG_ARGISNULL(8) ? NULL : PG_GETARG_ARRAYTYPE_P(8);
+	args.expect = idem_text_arg(fcinfo, 9);
 	ledger_check_length("run_key", args.run_key);
 
 	memset(&run, 0, sizeof(run));
@@ -360,6 +452,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 		sqlb_check_sort_list(args.order_by, "order_by");
 	if (args.delete_missing)
 		sqlb_check_expression(args.delete_missing, "delete_missing");
+	audit_check_syntax(args.expect);
 	if (args.newer_column && target_column(target, args.newer_column) == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
@@ -372,14 +465,18 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 		require_source_column(target, stage, key->names[i], "key column");
 	if (args.newer_column)
 		require_source_column(target, stage, args.newer_column, "newer_column");
-	setcols = non_key_columns(stage, key, &nset);
+	setcols = update_set_columns(target, stage, key, &args, &nset);
 	check_privileges(target, stage, setcols, nset, args.delete_missing != NULL);
 
 	if (args.run_key)
 		ledger_lock_key(target->relid, run.operation, args.run_key);
 	stage_load(stage, target);
 	run.batch_rows = stage->nrows;
-	run.fingerprint = stage_scan(stage, key, fingerprint_options(target, key, stage, &args));
+	/* audit before anything is written, a skip included */
+	audit_expect(args.expect, stage->name, target->relname);
+	run.expectation = args.expect;
+	run.fingerprint = stage_scan(stage, key, fingerprint_options(target, key, stage, &args,
+																 setcols, nset));
 
 	if (args.run_key)
 		prior = ledger_prior_run(target->relid, run.operation, args.run_key, NULL);
