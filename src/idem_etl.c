@@ -17,6 +17,7 @@
 
 #include "audit.h"
 #include "idem_etl.h"
+#include "ledger.h"
 #include "worker.h"
 
 PG_MODULE_MAGIC;
@@ -30,6 +31,7 @@ int			idem_max_workers = 2;
 int			idem_naptime = 1000;
 int			idem_max_backoff = 300;
 int			idem_job_retention = 7 * 24 * 3600;
+int			idem_run_retention = 90 * 24 * 3600;
 bool		idem_preloaded = false;
 
 #if PG_VERSION_NUM >= 150000
@@ -137,6 +139,12 @@ _PG_init(void)
 							"How long finished jobs stay in idem_etl.jobs.",
 							NULL,
 							&idem_job_retention, 7 * 24 * 3600, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idem_etl.run_retention",
+							"How long runs stay in the ledger, idem_etl.runs.",
+							"Older runs are deleted by the janitor and etl_cleanup, except those a future skip or correction depends on; 0 keeps every run.",
+							&idem_run_retention, 90 * 24 * 3600, 0, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 
 #if PG_VERSION_NUM >= 150000

@@ -457,8 +457,11 @@ jobs_next_due(int *queued, TimestampTz *next_due, TimestampTz *next_housekeeping
 					   "  WHERE status OPERATOR(pg_catalog.=) 'queued'),"
 					   " LEAST((SELECT pg_catalog.min(keep_until) FROM idem_etl.replaced_partitions),"
 					   "  (SELECT pg_catalog.min(finished_at) FROM idem_etl.jobs WHERE " JOB_ENDED ")"
-					   "  OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => %d))",
-					   idem_job_retention));
+					   "  OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => %d),"
+					   /* the ledger's retention: looked at once a day */
+					   "  CASE WHEN %d OPERATOR(pg_catalog.>) 0 AND EXISTS (SELECT FROM idem_etl.runs)"
+					   "  THEN pg_catalog.now() OPERATOR(pg_catalog.+) '1 day'::pg_catalog.interval END)",
+					   idem_job_retention, idem_run_retention));
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	*queued = isnull ? 0 : DatumGetInt32(d);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);

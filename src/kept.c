@@ -293,6 +293,7 @@ etl_cleanup(PG_FUNCTION_ARGS)
 	int32		dropped;
 
 	SPI_connect();
+	(void) ledger_purge();
 	dropped = kept_cleanup();
 	SPI_finish();
 	PG_RETURN_INT32(dropped);

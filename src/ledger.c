@@ -302,6 +302,47 @@ ledger_check_length(const char *argname, const char *value)
 				 errhint("Use a shorter %s, for instance a hash of the long one.", argname)));
 }
 
+/*
+ * Bounded ledger: delete the runs older than idem_etl.run_retention, except
+ * those a future skip or correction depends on: the latest applied run of
+ * every (target, operation, run_key, partition bound); and, for the check
+ * that a partition was not changed since, the latest applied replacement or
+ * restore of every partition and the latest upsert that wrote rows into
+ * every target (whether a later change exists is all that check asks).
+ * Runs with the owner's rights; the retention is a server setting, so no
+ * caller can shorten it.  Returns the number of runs deleted.
+ */
+int64
+ledger_purge(void)
+{
+	if (idem_run_retention <= 0)
+		return 0;
+	ledger_exec_as_owner(psprintf("WITH keep AS ("
+								  " SELECT DISTINCT ON (target_oid, operation, run_key, partition_bound) run_id"
+								  " FROM idem_etl.runs WHERE run_key IS NOT NULL AND NOT skipped"
+								  " ORDER BY target_oid, operation, run_key, partition_bound, run_id DESC)"
+								  ", keep_part AS ("
+								  " SELECT DISTINCT ON (target_oid, partition_bound) run_id"
+								  " FROM idem_etl.runs WHERE NOT skipped AND operation OPERATOR(pg_catalog.=)"
+								  " ANY ('{replace_partition,restore_partition}'::pg_catalog.text[])"
+								  " ORDER BY target_oid, partition_bound, run_id DESC)"
+								  ", keep_upsert AS ("
+								  " SELECT DISTINCT ON (target_oid) run_id FROM idem_etl.runs"
+								  " WHERE operation OPERATOR(pg_catalog.=) 'upsert'"
+								  " AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)"
+								  " OPERATOR(pg_catalog.>) 0"
+								  " ORDER BY target_oid, run_id DESC)"
+								  " DELETE FROM idem_etl.runs r"
+								  " WHERE r.finished_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
+								  " OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => %d))"
+								  " AND NOT (r.run_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+								  " SELECT run_id FROM keep UNION ALL SELECT run_id FROM keep_part"
+								  " UNION ALL SELECT run_id FROM keep_upsert)))",
+								  idem_run_retention),
+						 0, NULL, NULL, NULL, SPI_OK_DELETE);
+	return (int64) SPI_processed;
+}
+
 /* Add a run to the ledger and return its run_id. */
 int64
 ledger_record(const LedgerRun *run)

@@ -31,6 +31,7 @@
 
 #include "jobs.h"
 #include "kept.h"
+#include "ledger.h"
 #include "sql_build.h"
 #include "worker.h"
 
@@ -71,9 +72,15 @@ janitor_purge(void *arg)
 }
 
 static void
+janitor_ledger(void *arg)
+{
+	(void) ledger_purge();
+}
+
+static void
 janitor(void)
 {
-	void		(*steps[]) (void *) = {janitor_kept, janitor_purge};
+	void		(*steps[]) (void *) = {janitor_kept, janitor_purge, janitor_ledger};
 
 	for (int i = 0; i < lengthof(steps); i++)
 	{
