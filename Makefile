@@ -18,6 +18,7 @@ OBJS = \
 	src/replace.o \
 	src/upsert.o \
 	src/audit.o \
+	src/progress.o \
 	src/jobs.o \
 	src/worker_common.o \
 	src/worker_shmem.o \

@@ -138,6 +138,19 @@ CREATE VIEW idem_etl.worker_status AS SELECT * FROM idem_etl.worker_status();
 GRANT SELECT ON idem_etl.worker_status TO PUBLIC;
 COMMENT ON VIEW idem_etl.worker_status IS 'idem_etl: per database, queued and running jobs and why due jobs wait';
 
+-- Live progress of idem_etl's calls (src/progress.c), like pg_stat_progress_copy.
+CREATE FUNCTION idem_etl.progress(
+    OUT pid integer, OUT database name, OUT role name, OUT operation text,
+    OUT target text, OUT run_key text, OUT phase text,
+    OUT rows_done bigint, OUT rows_total bigint,
+    OUT phase_start timestamptz, OUT call_start timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'idem_etl_progress'
+LANGUAGE C VOLATILE STRICT;
+CREATE VIEW idem_etl.progress AS SELECT * FROM idem_etl.progress();
+GRANT SELECT ON idem_etl.progress TO PUBLIC;
+COMMENT ON VIEW idem_etl.progress IS 'idem_etl: one row per running call, with its phase and rows';
+
 -- Internal: the change test of the merge (see src/compare.c).
 CREATE FUNCTION idem_etl.same_image(VARIADIC "any") RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_etl_same_image'

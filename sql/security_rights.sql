@@ -149,17 +149,21 @@ CREATE TABLE rights.a_1 PARTITION OF rights.a FOR VALUES FROM ('2026-11-28') TO 
 CREATE TABLE rights.a_2 PARTITION OF rights.a FOR VALUES FROM ('2026-11-29') TO ('2026-11-30');
 SELECT count(*) FROM etl_replace_partitions('rights.a',
     $$SELECT * FROM (VALUES ('2026-11-28'::date, 'x'), ('2026-11-29', 'y')) s(d, v)$$,
-    keep_replaced => '1 microsecond');
+    keep_replaced => '1 hour');
 DO $$ BEGIN
     EXECUTE (SELECT format('CREATE VIEW rights.pin AS SELECT * FROM %s', kept_table)
                FROM idem_etl.replaced_partitions WHERE partition_value = '2026-11-28');
 END $$;
 RESET ROLE;
--- (keep_until, one microsecond after the replacing transaction began, has
--- passed) the pinned one is kept, with a WARNING (2BP01, its name in the
--- message), and retried ten minutes later; the other one is dropped
+-- their time has come (as the state's owner, in the transaction of the
+-- clean-up, so that the background janitor does not do it first): the
+-- pinned one is kept, with a WARNING (2BP01, its name in the message), and
+-- retried ten minutes later; the other one is dropped
 \set VERBOSITY sqlstate
+BEGIN;
+UPDATE idem_etl.replaced_partitions SET keep_until = now() - interval '1 second';
 SELECT etl_cleanup() AS dropped;
+COMMIT;
 \set VERBOSITY default
 SELECT partition_value, keep_until > now() + interval '9 minutes' AS retried_later
   FROM idem_etl.replaced_partitions ORDER BY 1;

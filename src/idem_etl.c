@@ -18,6 +18,7 @@
 #include "audit.h"
 #include "idem_etl.h"
 #include "ledger.h"
+#include "progress.h"
 #include "worker.h"
 
 PG_MODULE_MAGIC;
@@ -75,6 +76,7 @@ idem_shmem_request(void)
 		prev_shmem_request_hook();
 #endif
 	RequestAddinShmemSpace(worker_shmem_size());
+	RequestAddinShmemSpace(progress_shmem_size());
 	worker_shmem_request();
 }
 
@@ -84,6 +86,7 @@ idem_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	worker_shmem_init();
+	progress_shmem_init();
 }
 
 void		_PG_init(void);

@@ -30,6 +30,7 @@
 #include "kept.h"
 #include "ledger.h"
 #include "newpart.h"
+#include "progress.h"
 #include "relinfo.h"
 #include "sql_build.h"
 #include "swap.h"
@@ -130,6 +131,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	swap_serialize(relid);
 	target = target_open(relid, 0);
 	target_check_row_security(relid);
+	progress_start("restore_partition", target->qualname, NULL);
 	if (target->relkind != RELKIND_PARTITIONED_TABLE)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -206,6 +208,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	else
 		(void) ledger_record(&run);
 
+	progress_end();
 	SPI_finish();
 	AtEOXact_GUC(true, nestlevel);
 	PG_RETURN_OID(restored);

@@ -25,6 +25,7 @@
 #include "idem_etl.h"
 #include "kept.h"
 #include "ledger.h"
+#include "progress.h"
 #include "newpart.h"
 #include "partmap.h"
 #include "relinfo.h"
@@ -265,6 +266,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
 	np = newpart_create(a->target, a->pk, slot);
 	if (from == NULL)
 	{
+		progress_phase("staging", -1);
 		stage_fill(&loaded, np->qualname);
 		audit_expect(a->expect, np->qualname, a->target->relname);
 	}
@@ -298,6 +300,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
 	newpart_bound(np, a->target, a->pk, slot);
 	if (OidIsValid(slot->partoid))
 		check_referencing_rows(a, slot, np->schema);
+	progress_phase("building indexes", -1);
 	newpart_finish(np, a->target, a->pk, slot);
 
 	r->loaded = loaded.nrows;
@@ -355,6 +358,7 @@ replace_in_table(ReplaceArgs *a, const char *value, const char *from, ReplaceRes
 	{
 		char	   *example;
 
+		progress_phase("staging", -1);
 		stage_load(&batch, a->target);
 		audit_expect(a->expect, batch.name, a->target->relname);
 		sqlb_exec(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8,"
@@ -392,6 +396,7 @@ replace_in_table(ReplaceArgs *a, const char *value, const char *from, ReplaceRes
 						 sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s%s WHERE %s",
 												 target_only(a->target), a->target->qualname, bound)),
 						 a->target->relname, psprintf("the rows of %s", value));
+		progress_phase("deleting", -1);
 		r->replaced = (int64) sqlb_exec(psprintf("DELETE FROM %s%s WHERE %s",
 												 target_only(a->target), a->target->qualname, bound));
 		initStringInfo(&sql);
@@ -441,6 +446,7 @@ etl_replace_partition(PG_FUNCTION_ARGS)
 	nestlevel = idem_canonical_output();
 	SPI_connect();
 	replace_setup(&a, fcinfo, 2);
+	progress_start("replace_partition", a.target->qualname, a.run_key);
 	value = partmap_normalize(a.pk, idem_text_arg(fcinfo, 1));
 
 	if (a.pk->strategy == 0)
@@ -448,6 +454,7 @@ etl_replace_partition(PG_FUNCTION_ARGS)
 	else
 		replace_slot(&a, partmap_slot_locked(a.target, a.pk, value, a.granularity), NULL, &r);
 	put_result(store, desc, &r);
+	progress_end();
 	SPI_finish();
 	AtEOXact_GUC(true, nestlevel);
 	return (Datum) 0;
@@ -481,8 +488,10 @@ etl_replace_partitions(PG_FUNCTION_ARGS)
 	nestlevel = idem_canonical_output();
 	SPI_connect();
 	replace_setup(&a, fcinfo, 1);
+	progress_start("replace_partitions", a.target->qualname, a.run_key);
 	col = quote_identifier(a.pk->column->name);
 
+	progress_phase("staging", -1);
 	stage_load(a.stage, a.target);
 	audit_expect(a.expect, a.stage->name, a.target->relname);
 	nulls = sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s WHERE %s IS NULL",
@@ -520,6 +529,7 @@ etl_replace_partitions(PG_FUNCTION_ARGS)
 		put_result(store, desc, &r);
 	}
 	stage_drop(a.stage->staged);
+	progress_end();
 	SPI_finish();
 	AtEOXact_GUC(true, nestlevel);
 	return (Datum) 0;

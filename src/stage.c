@@ -34,6 +34,7 @@
 #include "parser/parse_coerce.h"
 #include "utils/queryenvironment.h"
 
+#include "progress.h"
 #include "sql_build.h"
 #include "stage.h"
 
@@ -243,7 +244,8 @@ stage_receive(TupleTableSlot *slot, DestReceiver *self)
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextReset(r->rowcxt);
 	ResetExprContext(r->econtext);
-	r->rel->nrows++;
+	if (++r->rel->nrows % 1024 == 0)
+		progress_rows(r->rel->nrows);
 	return true;
 }
 

@@ -30,6 +30,7 @@
 #include "utils/syscache.h"
 
 #include "idem_etl.h"
+#include "progress.h"
 #include "sql_build.h"
 #include "swap.h"
 
@@ -113,6 +114,8 @@ swap_once(void *arg)
 	{
 		const char *old_qual = psprintf("%s.%s", s->schema, quote_identifier(s->old_name));
 
+		/* DETACH takes ACCESS EXCLUSIVE on the parent: the wait is here */
+		progress_phase("waiting for lock", -1);
 		sqlb_exec(psprintf("ALTER TABLE %s DETACH PARTITION %s", s->parent->qualname, old_qual));
 		if (s->keep_name)
 		{
@@ -123,6 +126,7 @@ swap_once(void *arg)
 		else
 			sqlb_exec(psprintf("DROP TABLE %s", old_qual));
 	}
+	progress_phase("swapping", -1);
 	sqlb_exec(psprintf("ALTER TABLE %s.%s RENAME TO %s", s->schema,
 					   quote_identifier(s->new_name), quote_identifier(s->final_name)));
 	rename_indexes(s->schema, s->final_name, s->new_name, s->final_name);

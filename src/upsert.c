@@ -26,6 +26,7 @@
 #include "dedup.h"
 #include "idem_etl.h"
 #include "ledger.h"
+#include "progress.h"
 #include "relinfo.h"
 #include "sql_build.h"
 #include "stage.h"
@@ -445,6 +446,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	SPI_connect();
 
 	target = target_open(args.target, ACL_SELECT | ACL_INSERT);
+	progress_start("upsert", target->qualname, args.run_key);
 	run.target = target->qualname;
 	run.target_oid = target->relid;
 	key = target_key(target, args.key_columns);
@@ -470,6 +472,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 
 	if (args.run_key)
 		ledger_lock_key(target->relid, run.operation, args.run_key);
+	progress_phase("staging", -1);
 	stage_load(stage, target);
 	run.batch_rows = stage->nrows;
 	/* audit before anything is written, a skip included */
@@ -499,10 +502,15 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 							args.run_key, target->relname, (long long) prior.run_id)));
 			run.corrects = prior.run_id;
 		}
+		progress_phase("checking keys", stage->nrows);
 		batch = dedup_batch(target, key, stage, args.order_by);
+		progress_phase("merging", batch.nkeys);
 		merge_batch(target, key, stage, &batch, setcols, nset, args.newer_column, &counts);
 		if (args.delete_missing)
+		{
+			progress_phase("deleting", -1);
 			counts.deleted = delete_missing_rows(target, key, &batch, args.delete_missing);
+		}
 		if (batch.copy)
 			stage_drop(batch.copy);
 	}
@@ -519,6 +527,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	values[4] = Int64GetDatum(counts.deleted);
 	values[5] = BoolGetDatum(run.skipped);
 
+	progress_end();
 	SPI_finish();
 	return idem_return_row(fcinfo, values, nulls);
 }
