@@ -100,7 +100,20 @@ SELECT etl_submit($$SELECT etl_replace_partition('store_day', '2024-06-01',
 SELECT etl_wait(:job_id, '1 minute') AS job_status;
 SELECT sale_date, store, total FROM store_day ORDER BY 1, 2;
 
-\echo '== 8. The ledger: one row per committed call, newest first'
+\echo '== 8. Audit before publish: tonight the extract came back empty.  With'
+\echo '      min_replaced_ratio the day is not replaced by nothing (IE002), and'
+\echo '      expect checks the batch before anything is written (IE001)'
+\set ON_ERROR_STOP 0
+SELECT * FROM etl_replace_partition('store_day', '2024-06-02',
+       $$SELECT sale_date, store, sum(amount) AS total FROM daily_sales
+          WHERE sale_date = '2024-06-02' AND false GROUP BY 1, 2$$,
+       min_replaced_ratio => 0.5);
+SELECT * FROM etl_upsert_batch('daily_sales', 'TABLE staging_sales',
+       expect => 'count(*) FILTER (WHERE amount <= 0) = 0 AND count(*) >= 100');
+\set ON_ERROR_STOP 1
+SELECT sale_date, store, total FROM store_day WHERE sale_date = '2024-06-02' ORDER BY 2;
+
+\echo '== 9. The ledger: one row per committed call, newest first'
 SELECT run_id, operation, coalesce(partition_value, '') AS value, run_key, outcome,
        batch_rows, inserted, updated, unchanged, rows_loaded, rows_replaced
   FROM idem_etl.run_history;
