@@ -104,6 +104,7 @@ void
 idem_dispatcher_main(Datum arg)
 {
 	DispatchStart ds;
+	MemoryContext outside;
 	List	   *claimed = NIL;
 	ListCell   *lc;
 	int			queued = 0;
@@ -118,6 +119,8 @@ idem_dispatcher_main(Datum arg)
 	worker_pin_session();
 	pgstat_report_appname("idem_etl dispatcher");
 
+	/* the claims outlive the transaction (and SPI's memory): kept here */
+	outside = CurrentMemoryContext;
 	worker_begin_tx("idem_etl: visiting the database");
 	if (!OidIsValid(get_extension_oid("idem_etl", true)))
 	{
@@ -150,7 +153,7 @@ idem_dispatcher_main(Datum arg)
 
 	while (list_length(claimed) < ds.nclaim)
 	{
-		Claimed    *c = palloc(sizeof(Claimed));
+		Claimed    *c = MemoryContextAlloc(outside, sizeof(Claimed));
 		char	   *problem;
 
 		CHECK_FOR_INTERRUPTS();
@@ -159,7 +162,12 @@ idem_dispatcher_main(Datum arg)
 		if ((problem = role_problem(c->roleoid)) != NULL)
 			jobs_fail(c->job_id, problem);
 		else
+		{
+			MemoryContext oldcxt = MemoryContextSwitchTo(outside);
+
 			claimed = lappend(claimed, c);
+			MemoryContextSwitchTo(oldcxt);
+		}
 	}
 	jobs_next_due(&queued, &next_due, &next_housekeeping);
 	worker_end_tx();
