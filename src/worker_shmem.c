@@ -166,6 +166,16 @@ db_entry(Oid dboid, bool add)
 	return free_entry;
 }
 
+/* Visit dboid soon: a job may need requeueing or giving back.  Locked. */
+static void
+visit_soon(Oid dboid)
+{
+	DbState    *db = db_entry(dboid, false);
+
+	if (db)
+		db->next_housekeeping = GetCurrentTimestamp();
+}
+
 /* --- notes from backends, applied when their transaction commits --- */
 
 static TimestampTz pending_due = DT_NOEND;
@@ -478,11 +488,8 @@ worker_job_started(int slot, bool started)
 	}
 	else
 	{
-		DbState    *db = db_entry(js->dboid, false);
-
 		js->state = SLOT_UNSTARTED;
-		if (db)
-			db->next_housekeeping = GetCurrentTimestamp();
+		visit_soon(js->dboid);
 	}
 	LWLockRelease(shared->lock);
 }
@@ -500,11 +507,8 @@ worker_job_gone(int slot)
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	if (js->state == SLOT_STARTED && js->pid == 0)
 	{
-		DbState    *db = db_entry(js->dboid, false);
-
 		js->state = SLOT_FREE;
-		if (db)
-			db->next_housekeeping = GetCurrentTimestamp();
+		visit_soon(js->dboid);
 	}
 	LWLockRelease(shared->lock);
 }
@@ -633,12 +637,7 @@ job_worker_exit(int code, Datum arg)
 	if (js->pid == MyProcPid)
 	{
 		if (!my_job_finished)
-		{
-			DbState    *db = db_entry(js->dboid, false);
-
-			if (db)
-				db->next_housekeeping = GetCurrentTimestamp();
-		}
+			visit_soon(js->dboid);
 		js->state = SLOT_FREE;
 		js->pid = 0;
 	}
