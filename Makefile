@@ -53,7 +53,7 @@ all install installcheck:
 	@exit 1
 endif
 
-.PHONY: deps demo test bench
+.PHONY: deps demo test bench test-assert test-valgrind
 
 deps:
 	./test/install-deps
@@ -66,3 +66,13 @@ test: deps
 
 bench: deps
 	./test/bench/run-bench
+
+# test-assert: every suite against PostgreSQL 15 built with assertions (CI).
+# test-valgrind: the pg_regress suite with the server under Valgrind (slow,
+# not in CI).  The first run of each builds PostgreSQL into .assert-pg/
+# (test/assert/build-pg); later runs reuse that build.
+test-assert: deps
+	./test/assert/run assert
+
+test-valgrind: deps
+	./test/assert/run valgrind
