@@ -9,6 +9,8 @@
 
 #include "partmap.h"
 #include "relinfo.h"
+#include "stage.h"
+#include "swap.h"
 
 typedef struct NewPart
 {
@@ -21,5 +23,10 @@ extern NewPart *newpart_create(TargetInfo *parent, PartKey *pk, PartSlot *slot);
 extern void newpart_bound(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot);
 extern void newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot);
 extern void newpart_add_bound(const char *qualname, PartSlot *slot);
+extern void newpart_identity(TargetInfo *parent, Stage *stage, StringInfo columns,
+							 StringInfo values);
+extern void newpart_check_carry(TargetInfo *parent, PartSlot *slot);
+extern void newpart_after_swap(NewPart *np, TargetInfo *parent, PartSlot *slot,
+							   SwapSpec *spec);
 
 #endif							/* IDEM_NEWPART_H */
