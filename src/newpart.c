@@ -355,13 +355,3 @@ newpart_identity(TargetInfo *parent, Stage *stage, StringInfo columns, StringInf
 						 getIdentitySequence(parent->relid, col->attnum, false));
 	}
 }
-
-void
-newpart_check_carry(TargetInfo *parent, PartSlot *slot)
-{
-}
-
-void
-newpart_after_swap(NewPart *np, TargetInfo *parent, PartSlot *slot, SwapSpec *spec)
-{
-}

@@ -10,7 +10,6 @@
 #include "partmap.h"
 #include "relinfo.h"
 #include "stage.h"
-#include "swap.h"
 
 typedef struct NewPart
 {
@@ -25,8 +24,6 @@ extern void newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlo
 extern void newpart_add_bound(const char *qualname, PartSlot *slot);
 extern void newpart_identity(TargetInfo *parent, Stage *stage, StringInfo columns,
 							 StringInfo values);
-extern void newpart_check_carry(TargetInfo *parent, PartSlot *slot);
-extern void newpart_after_swap(NewPart *np, TargetInfo *parent, PartSlot *slot,
-							   SwapSpec *spec);
+
 
 #endif							/* IDEM_NEWPART_H */

@@ -339,7 +339,6 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 	spec.final_name = slot->name;
 	spec.bound_sql = slot->bound_sql;
 	swap_partition(&spec);
-	newpart_after_swap(np, a->target, slot, &spec);
 
 	run.rows_loaded = r->loaded;
 	run.rows_replaced = r->replaced;
@@ -601,7 +600,6 @@ replace_partitions(ReplaceArgs *a, Tuplestorestate *store, TupleDesc desc)
 					s = j;
 			if (s < 0)
 			{
-				newpart_check_carry(a->target, slot);
 				s = nslots++;
 				slots[s] = slot;
 			}
@@ -650,12 +648,8 @@ etl_replace_partition(PG_FUNCTION_ARGS)
 	if (a.pk->strategy == 0)
 		replace_in_table(&a, value, &r);
 	else
-	{
-		PartSlot   *slot = partmap_slot_locked(a.target, a.pk, value, a.granularity);
-
-		newpart_check_carry(a.target, slot);
-		replace_slot(&a, slot, NULL, NULL, 0, &r);
-	}
+		replace_slot(&a, partmap_slot_locked(a.target, a.pk, value, a.granularity),
+					 NULL, NULL, 0, &r);
 	put_result(store, desc, &r);
 	SPI_finish();
 	AtEOXact_GUC(true, nestlevel);
