@@ -58,6 +58,58 @@ ledger_lock_key(Oid target, const char *operation, const char *key)
 	AcceptInvalidationMessages();
 }
 
+/*
+ * The locks that serialize replacements of the partitions of one target (on
+ * a plain table, of its values).  A call that replaces one partition takes
+ * the target's "all partitions" lock in share mode, then the partition's
+ * own lock (keyed by its bound); etl_replace_partitions, which may touch
+ * thousands of them, takes the "all partitions" lock exclusively instead of
+ * one lock per partition: the lock table has room for a few thousand locks
+ * in all, shared by every session (max_locks_per_transaction).
+ */
+static void
+lock_all_partitions(Oid target, LOCKMODE mode)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, target, 0, IDEM_ETL_LOCK_SPACE + 1);
+	(void) LockAcquire(&tag, mode, false, false);
+	AcceptInvalidationMessages();
+}
+
+void
+ledger_lock_partition(Oid target, const char *bound)
+{
+	lock_all_partitions(target, ShareLock);
+	ledger_lock_key(target, "replace_partition", bound);
+}
+
+void
+ledger_lock_partitions(Oid target)
+{
+	lock_all_partitions(target, ExclusiveLock);
+}
+
+/*
+ * The plan of one of the ledger's own statements, prepared once per session
+ * and kept: etl_replace_partitions looks up and records one run per value
+ * or partition, thousands of them in one call.  Every name in them is
+ * schema-qualified, so the plans do not depend on search_path.
+ */
+static SPIPlanPtr
+kept_plan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
+{
+	if (*cache == NULL)
+	{
+		SPIPlanPtr	plan = sqlb_prepare(sql, nargs, argtypes);
+
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "could not keep the plan of a ledger statement");
+		*cache = plan;
+	}
+	return *cache;
+}
+
 static LedgerPrior
 lookup_prior(SPIPlanPtr plan, Datum *args, const char *nulls, Snapshot snapshot)
 {
@@ -141,10 +193,10 @@ ledger_prior_run(Oid target, const char *operation, const char *run_key,
  * the transaction's snapshot would see another answer (see above).
  */
 static SPITupleTable *
-lookup_latest(const char *sql, int nargs, Oid *argtypes, Datum *args,
+lookup_latest(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes, Datum *args,
 			  const char *run_key)
 {
-	SPIPlanPtr	plan = sqlb_prepare(sql, nargs, argtypes);
+	SPIPlanPtr	plan = kept_plan(cache, sql, nargs, argtypes);
 	SPITupleTable *latest;
 	uint64		nlatest;
 	int64		latest_id = 0;
@@ -176,7 +228,6 @@ lookup_latest(const char *sql, int nargs, Oid *argtypes, Datum *args,
 							   (long long) latest_id),
 					 errhint("Retry the transaction.")));
 	}
-	SPI_freeplan(plan);
 	return nlatest > 0 ? latest : NULL;
 }
 
@@ -198,11 +249,14 @@ ledger_partition_prior(Oid target, const char *run_key, const char *bound)
 	Datum		args[3];
 	SPITupleTable *tt;
 	bool		isnull;
+	static SPIPlanPtr applied_plan = NULL;
+	static SPIPlanPtr changed_plan = NULL;
 
 	args[0] = ObjectIdGetDatum(target);
 	args[1] = CStringGetTextDatum(run_key);
 	args[2] = CStringGetTextDatum(bound);
-	tt = lookup_latest("SELECT run_id, fingerprint FROM idem_etl.runs"
+
+	tt = lookup_latest(&applied_plan, "SELECT run_id, fingerprint FROM idem_etl.runs"
 					   " WHERE target_oid OPERATOR(pg_catalog.=) $1"
 					   " AND operation OPERATOR(pg_catalog.=) 'replace_partition'"
 					   " AND run_key OPERATOR(pg_catalog.=) $2"
@@ -216,7 +270,7 @@ ledger_partition_prior(Oid target, const char *run_key, const char *bound)
 
 	argtypes[1] = INT8OID;
 	args[1] = Int64GetDatum(prior.applied);
-	tt = lookup_latest("SELECT run_id, operation FROM idem_etl.runs"
+	tt = lookup_latest(&changed_plan, "SELECT run_id, operation FROM idem_etl.runs"
 					   " WHERE target_oid OPERATOR(pg_catalog.=) $1"
 					   " AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped"
 					   " AND ((partition_bound OPERATOR(pg_catalog.=) $3"
@@ -260,9 +314,9 @@ ledger_owner(void)
  * the caller set in its session (search_path, role or database settings,
  * temporary objects) can run with the owner's rights.
  */
-void
-ledger_exec_as_owner(const char *sql, int nargs, Oid *argtypes, Datum *args,
-					 const char *nulls, int expected)
+static void
+exec_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes,
+			  Datum *args, const char *nulls, int expected)
 {
 	Oid			save_userid;
 	int			save_sec_context;
@@ -275,13 +329,21 @@ ledger_exec_as_owner(const char *sql, int nargs, Oid *argtypes, Datum *args,
 						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
 	nestlevel = sqlb_pin_search_path();
-	plan = sqlb_prepare(sql, nargs, argtypes);
+	plan = cache ? kept_plan(cache, sql, nargs, argtypes) : sqlb_prepare(sql, nargs, argtypes);
 	rc = SPI_execute_plan(plan, args, nulls, false, 0);
 	if (rc != expected)
 		elog(ERROR, "writing idem_etl's state failed: %s", SPI_result_code_string(rc));
-	SPI_freeplan(plan);
+	if (cache == NULL)
+		SPI_freeplan(plan);
 	AtEOXact_GUC(true, nestlevel);
 	SetUserIdAndSecContext(save_userid, save_sec_context);
+}
+
+void
+ledger_exec_as_owner(const char *sql, int nargs, Oid *argtypes, Datum *args,
+					 const char *nulls, int expected)
+{
+	exec_as_owner(NULL, sql, nargs, argtypes, args, nulls, expected);
 }
 
 /*
@@ -353,6 +415,7 @@ ledger_record(const LedgerRun *run)
 	Datum		args[20];
 	char		nulls[20];
 	bool		isnull;
+	static SPIPlanPtr record_plan = NULL;
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(run->operation);
@@ -393,7 +456,7 @@ ledger_record(const LedgerRun *run)
 	else
 		nulls[19] = 'n';
 
-	ledger_exec_as_owner("INSERT INTO idem_etl.runs (operation, target, target_oid, run_key,"
+	exec_as_owner(&record_plan, "INSERT INTO idem_etl.runs (operation, target, target_oid, run_key,"
 						 " fingerprint, batch_rows, inserted, updated, unchanged, deleted,"
 						 " skipped, corrects, started_at, finished_at, run_by,"
 						 " partition_value, partition_table, rows_loaded, rows_replaced,"

@@ -9,6 +9,7 @@
 
 #include "partmap.h"
 #include "relinfo.h"
+#include "stage.h"
 
 typedef struct NewPart
 {
@@ -21,5 +22,8 @@ extern NewPart *newpart_create(TargetInfo *parent, PartKey *pk, PartSlot *slot);
 extern void newpart_bound(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot);
 extern void newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot);
 extern void newpart_add_bound(const char *qualname, PartSlot *slot);
+extern void newpart_identity(TargetInfo *parent, Stage *stage, StringInfo columns,
+							 StringInfo values);
+
 
 #endif							/* IDEM_NEWPART_H */

@@ -185,8 +185,8 @@ partmap_literal(PartKey *pk, const char *text)
 }
 
 /* An operator of the partition key's operator class, "OPERATOR(schema.op)". */
-static char *
-key_operator(PartKey *pk, int16 strategy)
+char *
+partmap_operator(PartKey *pk, int16 strategy)
 {
 	Oid			op = get_opfamily_member(pk->opfamily, pk->opcintype, pk->opcintype, strategy);
 
@@ -212,11 +212,11 @@ range_check(PartKey *pk, const char *lower, const char *upper)
 	appendStringInfo(&buf, "%s IS NOT NULL", col);
 	if (lower)
 		appendStringInfo(&buf, " AND %s %s %s", col,
-						 key_operator(pk, BTGreaterEqualStrategyNumber),
+						 partmap_operator(pk, BTGreaterEqualStrategyNumber),
 						 partmap_literal(pk, lower));
 	if (upper)
 		appendStringInfo(&buf, " AND %s %s %s", col,
-						 key_operator(pk, BTLessStrategyNumber),
+						 partmap_operator(pk, BTLessStrategyNumber),
 						 partmap_literal(pk, upper));
 	return buf.data;
 }
@@ -236,7 +236,7 @@ list_check(PartKey *pk, List *values, bool has_null)
 		return buf.data;
 	}
 	appendStringInfo(&buf, "%s %s %s ANY (ARRAY[", has_null ? "(" : "", col,
-					 key_operator(pk, BTEqualStrategyNumber));
+					 partmap_operator(pk, BTEqualStrategyNumber));
 	foreach(lc, values)
 		appendStringInfo(&buf, "%s%s", foreach_current_index(lc) ? ", " : "",
 						 partmap_literal(pk, lfirst(lc)));
@@ -767,7 +767,7 @@ partmap_slot_locked(TargetInfo *target, PartKey *pk, const char *value,
 	{
 		PartSlot   *again;
 
-		ledger_lock_key(target->relid, "replace_partition", slot->bound_sql);
+		ledger_lock_partition(target->relid, slot->bound_sql);
 		again = partmap_slot(target, pk, value, granularity);
 		if (strcmp(again->bound_sql, slot->bound_sql) == 0)
 			return again;

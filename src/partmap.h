@@ -30,6 +30,7 @@ typedef struct PartSlot
 extern PartKey *partmap_key(TargetInfo *target, const char *partition_column);
 extern char *partmap_normalize(PartKey *pk, const char *value);
 extern char *partmap_literal(PartKey *pk, const char *text);
+extern char *partmap_operator(PartKey *pk, int16 strategy);
 extern char *partmap_value_check(PartKey *pk, const char *value);
 extern Oid	partmap_find(TargetInfo *target, PartKey *pk, const char *value);
 extern PartSlot *partmap_slot(TargetInfo *target, PartKey *pk, const char *value,

@@ -105,6 +105,7 @@ target_open(Oid relid, AclMode mode)
 		col->typmod = att->atttypmod;
 		col->collation = att->attcollation;
 		col->notnull = att->attnotnull;
+		col->identity = att->attidentity;
 		col->writable = att->attgenerated == '\0' &&
 			att->attidentity != ATTRIBUTE_IDENTITY_ALWAYS;
 	}

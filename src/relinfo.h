@@ -18,6 +18,7 @@ typedef struct TargetColumn
 	Oid			collation;
 	bool		writable;		/* false for generated and identity ALWAYS */
 	bool		notnull;
+	char		identity;		/* attidentity: '\0', 'a' or 'd' */
 } TargetColumn;
 
 typedef struct TargetInfo

@@ -13,9 +13,11 @@
 #include "postgres.h"
 
 #include "catalog/pg_class.h"
+#include "access/nbtree.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -121,6 +123,21 @@ replace_options(Stage *stage, const char *bound)
 		appendStringInfo(&buf, "col %zu:%s\n", strlen(stage->columns[i]), stage->columns[i]);
 	appendStringInfo(&buf, "bound %zu:%s\n", strlen(bound), bound);
 	return buf.data;
+}
+
+static void
+put_result(Tuplestorestate *store, TupleDesc desc, ReplaceResult *r)
+{
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+
+	values[0] = Int64GetDatum(r->run_id);
+	values[1] = ObjectIdGetDatum(r->partition);
+	nulls[1] = !OidIsValid(r->partition);
+	values[2] = Int64GetDatum(r->loaded);
+	values[3] = Int64GetDatum(r->replaced);
+	values[4] = BoolGetDatum(r->skipped);
+	tuplestore_putvalues(store, desc, values, nulls);
 }
 
 /*
@@ -244,18 +261,22 @@ check_referencing_rows(ReplaceArgs *a, PartSlot *slot, const char *schema)
 }
 
 /*
- * Replace one partition, whose lock the caller holds (partmap_slot_locked).
- * Its new rows come from the source (from == NULL) or from the rows of a
- * staged batch that fall in it.
+ * Replace one partition, whose lock the caller holds.  Its new rows come
+ * from the source (g == NULL), or are the next group of a staged batch
+ * split by partition (etl_replace_partitions), whose fingerprint and
+ * number of rows the caller computed in its one pass over the batch.
  */
 static void
-replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
+replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerprint,
+			 int64 nrows, ReplaceResult *r)
 {
 	NewPart    *np;
 	Stage		loaded = *a->stage;
 	LedgerRun	run;
 	SwapSpec	spec;
 	bool		keep = a->keep != NULL && OidIsValid(slot->partoid);
+	StringInfoData extra_cols;
+	StringInfoData extra_vals;
 
 	memset(r, 0, sizeof(ReplaceResult));
 	start_run(&run, a, slot->value, slot->bound_sql,
@@ -263,38 +284,54 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
 										 slot->name));
 	if (OidIsValid(slot->partoid))
 		target_check_row_security(slot->partoid);
-	np = newpart_create(a->target, a->pk, slot);
-	if (from == NULL)
+	initStringInfo(&extra_cols);
+	initStringInfo(&extra_vals);
+	newpart_identity(a->target, &loaded, &extra_cols, &extra_vals);
+
+	if (g != NULL)
 	{
-		progress_phase("staging", -1);
-		stage_fill(&loaded, np->qualname);
-		audit_expect(a->expect, np->qualname, a->target->relname);
-	}
-	else
-	{
+		StagedRel  *rows;
 		StringInfoData sql;
 
+		run.batch_rows = nrows;
+		run.fingerprint = fingerprint;
+		if (same_as_prior(a, slot->value, slot->bound_sql, &run))
+		{
+			(void) stage_next_group(g, false, "part");
+			run.skipped = true;
+			r->partition = slot->partoid;
+			r->skipped = true;
+			r->run_id = ledger_record(&run);
+			return;
+		}
+		rows = stage_next_group(g, true, "part");
+		np = newpart_create(a->target, a->pk, slot);
 		initStringInfo(&sql);
 		appendStringInfo(&sql, "INSERT INTO %s (", np->qualname);
 		sqlb_append_columns(&sql, NULL, loaded.columns, loaded.ncolumns);
-		appendStringInfoString(&sql, ") SELECT ");
+		appendStringInfo(&sql, "%s) SELECT ", extra_cols.data);
 		sqlb_append_columns(&sql, NULL, loaded.columns, loaded.ncolumns);
-		appendStringInfo(&sql, " FROM %s WHERE %s", from, slot->check_sql);
+		appendStringInfo(&sql, "%s FROM %s", extra_vals.data, rows->name);
 		loaded.nrows = (int64) sqlb_exec(sql.data);
-		loaded.name = np->qualname;
-		loaded.staged = NULL;
+		stage_drop(rows);
 	}
-	run.batch_rows = loaded.nrows;
-	run.fingerprint = stage_scan(&loaded, NULL, replace_options(&loaded, slot->bound_sql));
-
-	if (same_as_prior(a, slot->value, slot->bound_sql, &run))
+	else
 	{
-		sqlb_exec(psprintf("DROP TABLE %s", np->qualname));
-		run.skipped = true;
-		r->partition = slot->partoid;
-		r->skipped = true;
-		r->run_id = ledger_record(&run);
-		return;
+		np = newpart_create(a->target, a->pk, slot);
+		progress_phase("staging", -1);
+		stage_fill(&loaded, np->qualname, extra_cols.data, extra_vals.data);
+		audit_expect(a->expect, np->qualname, a->target->relname);
+		run.batch_rows = loaded.nrows;
+		run.fingerprint = stage_scan(&loaded, NULL, replace_options(&loaded, slot->bound_sql));
+		if (same_as_prior(a, slot->value, slot->bound_sql, &run))
+		{
+			sqlb_exec(psprintf("DROP TABLE %s", np->qualname));
+			run.skipped = true;
+			r->partition = slot->partoid;
+			r->skipped = true;
+			r->run_id = ledger_record(&run);
+			return;
+		}
 	}
 
 	newpart_bound(np, a->target, a->pk, slot);
@@ -339,48 +376,37 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, const char *from, ReplaceResult *r)
 }
 
 /*
- * Plain table: delete the value's rows and insert the new ones.  The rows
- * come from the source (from == NULL) or from a staged batch.
+ * Plain table, one value: delete the value's rows and insert the new ones.
  */
 static void
-replace_in_table(ReplaceArgs *a, const char *value, const char *from, ReplaceResult *r)
+replace_in_table(ReplaceArgs *a, const char *value, ReplaceResult *r)
 {
 	Stage		batch = *a->stage;
 	LedgerRun	run;
 	const char *col = quote_identifier(a->pk->column->name);
 	char	   *bound = partmap_value_check(a->pk, value);
+	char	   *example;
 	StringInfoData sql;
 
 	memset(r, 0, sizeof(ReplaceResult));
-	ledger_lock_key(a->target->relid, OPERATION, bound);
+	ledger_lock_partition(a->target->relid, bound);
 	start_run(&run, a, value, bound, a->target->qualname);
-	if (from == NULL)
-	{
-		char	   *example;
-
-		progress_phase("staging", -1);
-		stage_load(&batch, a->target);
-		audit_expect(a->expect, batch.name, a->target->relname);
-		sqlb_exec(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8,"
-						   " pg_catalog.min(coalesce(%s::pg_catalog.text, 'NULL'))"
-						   " FROM %s WHERE NOT coalesce(%s, false)",
-						   col, batch.name, bound));
-		example = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-		if (example != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_CHECK_VIOLATION),
-					 errmsg("%s row(s) of the source do not have %s = %s",
-							SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
-							a->pk->column->name, value),
-					 errdetail("One offending value of \"%s\" is %s.", a->pk->column->name, example),
-					 errhint("Filter the source on \"%s\".", a->pk->column->name)));
-	}
-	else
-	{
-		batch.staged = stage_query(psprintf("SELECT * FROM %s WHERE %s", from, bound), "value");
-		batch.name = batch.staged->name;
-		batch.nrows = batch.staged->nrows;
-	}
+	progress_phase("staging", -1);
+	stage_load(&batch, a->target);
+	audit_expect(a->expect, batch.name, a->target->relname);
+	sqlb_exec(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8,"
+					   " pg_catalog.min(coalesce(%s::pg_catalog.text, 'NULL'))"
+					   " FROM %s WHERE NOT coalesce(%s, false)",
+					   col, batch.name, bound));
+	example = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	if (example != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("%s row(s) of the source do not have %s = %s",
+						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
+						a->pk->column->name, value),
+				 errdetail("One offending value of \"%s\" is %s.", a->pk->column->name, example),
+				 errhint("Filter the source on \"%s\".", a->pk->column->name)));
 	run.batch_rows = batch.nrows;
 	run.fingerprint = stage_scan(&batch, NULL, replace_options(&batch, bound));
 	r->partition = a->target->relid;
@@ -413,19 +439,230 @@ replace_in_table(ReplaceArgs *a, const char *value, const char *from, ReplaceRes
 	r->run_id = ledger_record(&run);
 }
 
-static void
-put_result(Tuplestorestate *store, TupleDesc desc, ReplaceResult *r)
+/*
+ * The staged batch sorted on the partition column, and its runs: one per
+ * distinct value, in the order of the partition key's operator class, each
+ * with its rows' count and hash sum (stage_runs), in one pass.
+ */
+static StagedRel *
+split_by_value(ReplaceArgs *a, StageRun **runs, int *nruns)
 {
-	Datum		values[5];
-	bool		nulls[5] = {false, false, false, false, false};
+	StagedRel  *sorted;
+	AttrNumber	att = InvalidAttrNumber;
+	FmgrInfo	cmp;
+	Oid			cmpproc = get_opfamily_proc(a->pk->opfamily, a->pk->opcintype,
+											a->pk->opcintype, BTORDER_PROC);
 
-	values[0] = Int64GetDatum(r->run_id);
-	values[1] = ObjectIdGetDatum(r->partition);
-	nulls[1] = !OidIsValid(r->partition);
-	values[2] = Int64GetDatum(r->loaded);
-	values[3] = Int64GetDatum(r->replaced);
-	values[4] = BoolGetDatum(r->skipped);
-	tuplestore_putvalues(store, desc, values, nulls);
+	if (!OidIsValid(cmpproc))
+		elog(ERROR, "comparison function missing from operator family %u", a->pk->opfamily);
+	fmgr_info(cmpproc, &cmp);
+	sorted = stage_query(psprintf("SELECT * FROM %s ORDER BY %s USING %s",
+								  a->stage->name, quote_identifier(a->pk->column->name),
+								  partmap_operator(a->pk, BTLessStrategyNumber)),
+						 "sorted");
+	for (int i = 0; i < sorted->desc->natts; i++)
+		if (strcmp(NameStr(TupleDescAttr(sorted->desc, i)->attname), a->pk->column->name) == 0)
+			att = i + 1;
+	Assert(att != InvalidAttrNumber);
+	*runs = stage_runs(sorted, att, &cmp, a->pk->column->collation, nruns);
+	return sorted;
+}
+
+/* The runs' values as an array of the partition column's type. */
+static Datum
+run_values(ReplaceArgs *a, StageRun *runs, int nruns, const bool *take, Oid *arraytype)
+{
+	Oid			elemtype = a->pk->column->typid;
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	Datum	   *elems = palloc(sizeof(Datum) * (nruns + 1));
+	int			n = 0;
+
+	*arraytype = get_array_type(elemtype);
+	if (!OidIsValid(*arraytype))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("partition_column \"%s\" has type %s, which has no array type",
+						a->pk->column->name, format_type_be(elemtype))));
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	for (int i = 0; i < nruns; i++)
+		if (take[i])
+			elems[n++] = runs[i].value;
+	return PointerGetDatum(construct_array(elems, n, elemtype, typlen, typbyval, typalign));
+}
+
+/*
+ * Plain table, every value of the batch: one pass over the batch computes
+ * each value's rows and fingerprint; one DELETE removes the stored rows of
+ * every value that is not skipped, one INSERT adds their new rows.  One
+ * lock for the whole target, not one per value.
+ */
+static void
+replace_table_values(ReplaceArgs *a, Tuplestorestate *store, TupleDesc desc)
+{
+	StageRun   *runs;
+	int			nruns;
+	StagedRel  *sorted = split_by_value(a, &runs, &nruns);
+	LedgerRun  *ledger = palloc0(sizeof(LedgerRun) * (nruns + 1));
+	ReplaceResult *results = palloc0(sizeof(ReplaceResult) * (nruns + 1));
+	bool	   *take = palloc0(sizeof(bool) * (nruns + 1));
+	int			ntake = 0;
+
+	ledger_lock_partitions(a->target->relid);
+	for (int i = 0; i < nruns; i++)
+	{
+		char	   *value = partmap_normalize(a->pk, runs[i].text);
+		char	   *bound = partmap_value_check(a->pk, value);
+
+		start_run(&ledger[i], a, value, bound, a->target->qualname);
+		ledger[i].batch_rows = runs[i].nrows;
+		ledger[i].fingerprint = stage_fingerprint(runs[i].sum, runs[i].nrows,
+												  replace_options(a->stage, bound));
+		results[i].partition = a->target->relid;
+		take[i] = !same_as_prior(a, value, bound, &ledger[i]);
+		ledger[i].skipped = results[i].skipped = !take[i];
+		if (take[i])
+		{
+			results[i].loaded = ledger[i].rows_loaded = runs[i].nrows;
+			ntake++;
+		}
+	}
+
+	if (ntake > 0)
+	{
+		Oid			argtypes[1];
+		Datum		args[1];
+		const char *v = target_alias(a->target, "idem_v");
+		const char *t = target_alias(a->target, "idem_t");
+		StagedRel  *rows = sorted;
+		StringInfoData sql;
+		uint64		n;
+		SPITupleTable *tt;
+		int		   *taken = palloc(sizeof(int) * (ntake + 1));
+
+		/* one DELETE for every value taken, counting each value's rows */
+		progress_phase("deleting", -1);
+		args[0] = run_values(a, runs, nruns, take, &argtypes[0]);
+		initStringInfo(&sql);
+		appendStringInfo(&sql, "WITH %s AS (SELECT %s.value, %s.n FROM pg_catalog.unnest($1)"
+						 " WITH ORDINALITY AS %s(value, n)),"
+						 " idem_deleted AS (DELETE FROM %s%s AS %s USING %s"
+						 " WHERE %s.%s %s %s.value RETURNING %s.n)"
+						 " SELECT n, pg_catalog.count(*)::pg_catalog.int8 FROM idem_deleted GROUP BY n",
+						 v, v, v, v, target_only(a->target), a->target->qualname, t, v,
+						 t, quote_identifier(a->pk->column->name),
+						 partmap_operator(a->pk, BTEqualStrategyNumber), v, v);
+		if (SPI_execute_with_args(sql.data, 1, argtypes, args, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "deleting the batch's values failed");
+		n = SPI_processed;
+		tt = SPI_tuptable;
+		for (int i = 0, k = 0; i < nruns; i++)
+			if (take[i])
+				taken[k++] = i;
+		for (uint64 j = 0; j < n; j++)
+		{
+			bool		isnull;
+			int64		ord = DatumGetInt64(SPI_getbinval(tt->vals[j], tt->tupdesc, 1, &isnull));
+			int64		count = DatumGetInt64(SPI_getbinval(tt->vals[j], tt->tupdesc, 2, &isnull));
+			int			i;
+
+			/* ordinal ord is the ord-th value taken */
+			if (ord < 1 || ord > ntake)
+				elog(ERROR, "unexpected ordinal %lld", (long long) ord);
+			i = taken[ord - 1];
+			results[i].replaced = ledger[i].rows_replaced = count;
+		}
+		for (int k = 0; k < ntake; k++)
+			audit_shrink(a->min_ratio, a->allow_shrink, runs[taken[k]].nrows,
+						 results[taken[k]].replaced, a->target->relname,
+						 psprintf("the rows of %s", ledger[taken[k]].partition_value));
+
+		/* one INSERT of the rows of every value taken */
+		if (ntake < nruns)
+			rows = stage_select_runs(sorted, runs, nruns, take, "taken");
+		resetStringInfo(&sql);
+		appendStringInfo(&sql, "INSERT INTO %s (", a->target->qualname);
+		sqlb_append_columns(&sql, NULL, a->stage->columns, a->stage->ncolumns);
+		appendStringInfoString(&sql, ") SELECT ");
+		sqlb_append_columns(&sql, NULL, a->stage->columns, a->stage->ncolumns);
+		appendStringInfo(&sql, " FROM %s", rows->name);
+		(void) sqlb_exec(sql.data);
+		if (rows != sorted)
+			stage_drop(rows);
+	}
+	stage_drop(sorted);
+
+	for (int i = 0; i < nruns; i++)
+	{
+		results[i].run_id = ledger_record(&ledger[i]);
+		put_result(store, desc, &results[i]);
+	}
+}
+
+/*
+ * Partitioned table, every partition the batch has rows for: one pass over
+ * the batch sorted on the partition column finds each value's rows; the
+ * values are mapped to partitions (existing ones, or the bounds of new
+ * ones), and each partition's rows are read once, in partition order.
+ * Replacements of one partitioned table are serialized by swap_serialize,
+ * and etl_replace_partitions takes one lock for all of them instead of one
+ * per partition.
+ */
+static void
+replace_partitions(ReplaceArgs *a, Tuplestorestate *store, TupleDesc desc)
+{
+	StageRun   *runs;
+	int			nruns;
+	StagedRel  *sorted = split_by_value(a, &runs, &nruns);
+	int		   *group_of = palloc0(sizeof(int) * (nruns + 1));
+	PartSlot  **slots = palloc0(sizeof(PartSlot *) * (nruns + 1));
+	uint64	   *sums = palloc0(sizeof(uint64) * 2 * (nruns + 1));
+	int64	   *rows = palloc0(sizeof(int64) * (nruns + 1));
+	int			nslots = 0;
+	StageGroups *g;
+
+	ledger_lock_partitions(a->target->relid);
+	for (int i = 0; i < nruns; i++)
+	{
+		Oid			partoid = partmap_find(a->target, a->pk, runs[i].text);
+		int			s = -1;
+
+		/* most values belong to the partition of the value before them */
+		if (nslots > 0 && OidIsValid(partoid) && slots[nslots - 1]->partoid == partoid)
+			s = nslots - 1;
+		else
+		{
+			PartSlot   *slot = partmap_slot(a->target, a->pk, runs[i].text, a->granularity);
+
+			for (int j = nslots - 1; j >= 0 && s < 0; j--)
+				if (strcmp(slots[j]->bound_sql, slot->bound_sql) == 0)
+					s = j;
+			if (s < 0)
+			{
+				s = nslots++;
+				slots[s] = slot;
+			}
+		}
+		group_of[i] = s;
+		sums[2 * s] += runs[i].sum[0];
+		sums[2 * s + 1] += runs[i].sum[1];
+		rows[s] += runs[i].nrows;
+	}
+
+	g = stage_groups(sorted, runs, nruns, group_of, nslots);
+	for (int s = 0; s < nslots; s++)
+	{
+		ReplaceResult r;
+
+		replace_slot(a, slots[s], g,
+					 stage_fingerprint(&sums[2 * s], rows[s],
+									   replace_options(a->stage, slots[s]->bound_sql)),
+					 rows[s], &r);
+		put_result(store, desc, &r);
+	}
+	stage_groups_end(g);
+	stage_drop(sorted);
 }
 
 Datum
@@ -450,9 +687,10 @@ etl_replace_partition(PG_FUNCTION_ARGS)
 	value = partmap_normalize(a.pk, idem_text_arg(fcinfo, 1));
 
 	if (a.pk->strategy == 0)
-		replace_in_table(&a, value, NULL, &r);
+		replace_in_table(&a, value, &r);
 	else
-		replace_slot(&a, partmap_slot_locked(a.target, a.pk, value, a.granularity), NULL, &r);
+		replace_slot(&a, partmap_slot_locked(a.target, a.pk, value, a.granularity),
+					 NULL, NULL, 0, &r);
 	put_result(store, desc, &r);
 	progress_end();
 	SPI_finish();
@@ -463,20 +701,16 @@ etl_replace_partition(PG_FUNCTION_ARGS)
 /*
  * Dynamic overwrite: every partition the source has rows for is replaced
  * with those rows, the others are left alone, all in the caller's
- * transaction.  The source is staged once; partitions are done in the order
- * of their values, so concurrent calls take their locks in the same order.
+ * transaction.  The source is staged once and read in one pass; partitions
+ * (values of a plain table) are done in the order of their values.
  */
 Datum
 etl_replace_partitions(PG_FUNCTION_ARGS)
 {
 	ReplaceArgs a;
-	ReplaceResult r;
 	TupleDesc	desc;
 	Tuplestorestate *store;
 	const char *col;
-	uint64		nvalues;
-	SPITupleTable *values;
-	List	   *done = NIL;
 	int64		nulls;
 	int			nestlevel;
 
@@ -504,30 +738,10 @@ etl_replace_partitions(PG_FUNCTION_ARGS)
 				 errdetail("One offending value is NULL."),
 				 errhint("Filter out or fill in those rows in the source query.")));
 
-	sqlb_exec(psprintf("SELECT DISTINCT %s::pg_catalog.text, %s FROM %s ORDER BY 2",
-					   col, col, a.stage->name));
-	nvalues = SPI_processed;
-	values = SPI_tuptable;
-	for (uint64 i = 0; i < nvalues; i++)
-	{
-		char	   *value = SPI_getvalue(values->vals[i], values->tupdesc, 1);
-		PartSlot   *slot;
-
-		if (a.pk->strategy == 0)
-		{
-			replace_in_table(&a, value, a.stage->name, &r);
-			put_result(store, desc, &r);
-			continue;
-		}
-		/* values come in order: most belong to a partition just replaced */
-		if (list_member_oid(done, partmap_find(a.target, a.pk, value)))
-			continue;
-		slot = partmap_slot_locked(a.target, a.pk, value, a.granularity);
-		replace_slot(&a, slot, a.stage->name, &r);
-		if (OidIsValid(r.partition))
-			done = lappend_oid(done, r.partition);
-		put_result(store, desc, &r);
-	}
+	if (a.pk->strategy == 0)
+		replace_table_values(&a, store, desc);
+	else
+		replace_partitions(&a, store, desc);
 	stage_drop(a.stage->staged);
 	progress_end();
 	SPI_finish();

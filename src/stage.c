@@ -25,6 +25,10 @@
 #include "utils/ruleutils.h"
 #include "utils/snapmgr.h"
 #include "utils/typcache.h"
+#include "utils/datum.h"
+#include "utils/tuplesort.h"
+#include "catalog/pg_operator.h"
+#include "catalog/pg_type.h"
 
 #include "access/detoast.h"
 #include "executor/executor.h"
@@ -174,7 +178,8 @@ stage_has_column(Stage *stage, const char *name)
  * calling statement sees.  Values are cast as INSERT casts them.
  */
 void
-stage_fill(Stage *stage, const char *into)
+stage_fill(Stage *stage, const char *into, const char *extra_columns,
+		   const char *extra_values)
 {
 	StringInfoData sql;
 	SPIPlanPtr	plan;
@@ -183,9 +188,10 @@ stage_fill(Stage *stage, const char *into)
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "INSERT INTO %s (", into);
 	sqlb_append_columns(&sql, NULL, stage->columns, stage->ncolumns);
-	appendStringInfoString(&sql, ") SELECT ");
+	appendStringInfo(&sql, "%s) SELECT ", extra_columns ? extra_columns : "");
 	sqlb_append_columns(&sql, "idem_src", stage->columns, stage->ncolumns);
-	appendStringInfo(&sql, " FROM (%s\n) AS idem_src", stage->body);
+	appendStringInfo(&sql, "%s FROM (%s\n) AS idem_src",
+					 extra_values ? extra_values : "", stage->body);
 
 	plan = sqlb_prepare(sql.data, 0, NULL);
 	rc = SPI_execute_snapshot(plan, NULL, NULL, GetActiveSnapshot(),
@@ -359,9 +365,14 @@ stage_load(Stage *stage, TargetInfo *target)
 	stage->nrows = r.rel->nrows;
 }
 
-/* Feed one attribute's binary image into the two hash lanes. */
+/*
+ * Feed one attribute's binary image into the two hash lanes.  seed is the
+ * column's position among the source's columns (1, 2, ...), whatever the
+ * attribute number in the relation read, so that rows hash alike whether
+ * they are read from a stage or from a table loaded from the source.
+ */
 static void
-hash_attribute(Form_pg_attribute att, Datum value, bool isnull, uint64 *h)
+hash_attribute(Form_pg_attribute att, int seed, Datum value, bool isnull, uint64 *h)
 {
 	const char *data;
 	Size		len;
@@ -394,9 +405,9 @@ hash_attribute(Form_pg_attribute att, Datum value, bool isnull, uint64 *h)
 		data = DatumGetCString(value);
 		len = strlen(data);
 	}
-	h[0] = hash_combine64(h[0], hash_bytes_extended((const unsigned char *) data, len, att->attnum));
+	h[0] = hash_combine64(h[0], hash_bytes_extended((const unsigned char *) data, len, seed));
 	h[1] = hash_combine64(h[1], hash_bytes_extended((const unsigned char *) data, len,
-													UINT64CONST(0x5BD1E995) + att->attnum));
+													UINT64CONST(0x5BD1E995) + seed));
 }
 
 /*
@@ -457,7 +468,7 @@ hash_key(KeyHasher *kh, int nkeys, TupleDesc desc, TupleTableSlot *slot,
 																   slot->tts_values[a],
 																   Int64GetDatum(0))));
 		else
-			hash_attribute(TupleDescAttr(desc, a), slot->tts_values[a],
+			hash_attribute(TupleDescAttr(desc, a), a + 1, slot->tts_values[a],
 						   slot->tts_isnull[a], h);
 	}
 	*result = h[0] ^ h[1];
@@ -465,13 +476,74 @@ hash_key(KeyHasher *kh, int nkeys, TupleDesc desc, TupleTableSlot *slot,
 }
 
 /*
+ * Where the stage's columns are in desc (attribute numbers, 1-based): the
+ * staged relation holds exactly them, a loaded table may hold more (columns
+ * the table filled in itself: defaults, identities, generated columns).
+ */
+static AttrNumber *
+source_attnums(Stage *stage, TupleDesc desc)
+{
+	AttrNumber *atts = palloc(sizeof(AttrNumber) * stage->ncolumns);
+
+	for (int i = 0; i < stage->ncolumns; i++)
+	{
+		atts[i] = InvalidAttrNumber;
+		for (int a = 0; a < desc->natts; a++)
+			if (!TupleDescAttr(desc, a)->attisdropped &&
+				strcmp(NameStr(TupleDescAttr(desc, a)->attname), stage->columns[i]) == 0)
+				atts[i] = a + 1;
+		if (atts[i] == InvalidAttrNumber)
+			elog(ERROR, "column \"%s\" missing from staged rows", stage->columns[i]);
+	}
+	return atts;
+}
+
+/* Add one row's hash (columns atts of slot) to the multiset sum. */
+static void
+hash_row(TupleDesc desc, TupleTableSlot *slot, const AttrNumber *atts, int natts,
+		 uint64 *sum)
+{
+	uint64		h[2] = {0, 0};
+
+	slot_getallattrs(slot);
+	for (int i = 0; i < natts; i++)
+	{
+		int			a = (atts ? atts[i] : i + 1) - 1;
+
+		hash_attribute(TupleDescAttr(desc, a), i + 1, slot->tts_values[a],
+					   slot->tts_isnull[a], h);
+	}
+	sum[0] += h[0];
+	sum[1] += h[1];
+}
+
+/*
+ * The fingerprint of nrows rows whose row hashes add up to sum, and of the
+ * options that shape the result.
+ */
+char *
+stage_fingerprint(const uint64 *sum, int64 nrows, const char *options)
+{
+	uint64		opts = hash_bytes_extended((const unsigned char *) options, strlen(options),
+										   (uint64) nrows);
+
+	return psprintf("%016llx%016llx",
+					(unsigned long long) hash_combine64(sum[0], opts),
+					(unsigned long long) hash_combine64(sum[1], opts ^ UINT64CONST(0xFF51AFD7ED558CCD)));
+}
+
+/*
  * One pass over the stage computes:
  *
- * - the fingerprint, an order-independent digest of the staged rows plus the
- *   options that shape the result: each row's binary image hashed into two
- *   64-bit lanes, the lanes summed over rows (a multiset hash), then mixed
- *   with the options.  Binary images, like the *= operator used for change
- *   detection, need no equality operator, so json, point and xml work;
+ * - the fingerprint, an order-independent digest of the rows the source
+ *   produced plus the options that shape the result: each row's binary
+ *   image hashed into two 64-bit lanes, the lanes summed over rows (a
+ *   multiset hash), then mixed with the options.  Only the source's
+ *   columns count: in a table loaded from the source, what the table filled
+ *   in itself (a DEFAULT now(), an identity) is not part of the input, so a
+ *   rerun of the same rows is recognised.  Binary images, like the *=
+ *   operator used for change detection, need no equality operator, so
+ *   json, point and xml work;
  * - with a key (upserts): the number of rows with a NULL key;
  * - and a 64-bit hash of every key, which dedup.c sorts to prove the keys unique
  *   without an aggregate over the batch.  They are kept only while they fit
@@ -486,11 +558,11 @@ stage_scan(Stage *stage, TargetKey *key, const char *options)
 	int			readptr = 0;
 	TupleTableSlot *slot;
 	TupleDesc	desc;
+	AttrNumber *atts;
 	KeyHasher  *kh;
 	MemoryContext rowcxt;
 	MemoryContext oldcxt;
 	uint64		sum[2] = {0, 0};
-	uint64		opts;
 
 	if (stage->staged)
 	{
@@ -512,6 +584,7 @@ stage_scan(Stage *stage, TargetKey *key, const char *options)
 		scan = table_beginscan(rel, snap, 0, NULL);
 		slot = table_slot_create(rel, NULL);
 	}
+	atts = source_attnums(stage, desc);
 	kh = key ? key_hashers(desc, key) : NULL;
 	stage->null_key_rows = 0;
 	stage->nkey_hashes = 0;
@@ -526,17 +599,11 @@ stage_scan(Stage *stage, TargetKey *key, const char *options)
 		   tuplestore_gettupleslot(stage->staged->store, true, false, slot) :
 		   table_scan_getnextslot(scan, ForwardScanDirection, slot))
 	{
-		uint64		h[2] = {0, 0};
 		uint64		keyhash;
 
 		CHECK_FOR_INTERRUPTS();
 		oldcxt = MemoryContextSwitchTo(rowcxt);
-		slot_getallattrs(slot);
-		for (int i = 0; i < desc->natts; i++)
-			hash_attribute(TupleDescAttr(desc, i), slot->tts_values[i],
-						   slot->tts_isnull[i], h);
-		sum[0] += h[0];
-		sum[1] += h[1];
+		hash_row(desc, slot, atts, stage->ncolumns, sum);
 		if (key != NULL)
 		{
 			if (!hash_key(kh, key->ncolumns, desc, slot, key->nulls_not_distinct, &keyhash))
@@ -558,10 +625,232 @@ stage_scan(Stage *stage, TargetKey *key, const char *options)
 		relation_close(rel, AccessShareLock);
 	}
 	MemoryContextDelete(rowcxt);
+	return stage_fingerprint(sum, stage->nrows, options);
+}
 
-	opts = hash_bytes_extended((const unsigned char *) options, strlen(options),
-							   (uint64) stage->nrows);
-	return psprintf("%016llx%016llx",
-					(unsigned long long) hash_combine64(sum[0], opts),
-					(unsigned long long) hash_combine64(sum[1], opts ^ UINT64CONST(0xFF51AFD7ED558CCD)));
+/*
+ * The runs of a staged relation sorted on column "column" (attribute
+ * number att) with the ordering whose comparison function is cmp: one run
+ * per distinct value (equal by cmp), with its first value as its type
+ * prints it, its number of rows and the sum of its rows' hashes (see
+ * stage_scan: a run's fingerprint is stage_fingerprint of that sum).  One
+ * pass, in the order of the values.
+ */
+StageRun *
+stage_runs(StagedRel *sorted, AttrNumber att, FmgrInfo *cmp, Oid collation, int *nruns)
+{
+	TupleDesc	desc = sorted->desc;
+	Form_pg_attribute keyatt = TupleDescAttr(desc, att - 1);
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
+	MemoryContext rowcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl stage runs",
+												 ALLOCSET_DEFAULT_SIZES);
+	MemoryContext outer PG_USED_FOR_ASSERTS_ONLY = CurrentMemoryContext;
+	int			readptr = tuplestore_alloc_read_pointer(sorted->store, EXEC_FLAG_REWIND);
+	int			allocated = 64;
+	StageRun   *runs = palloc0(sizeof(StageRun) * allocated);
+	StageRun   *cur = NULL;
+	Oid			outfunc;
+	bool		isvarlena;
+
+	getTypeOutputInfo(keyatt->atttypid, &outfunc, &isvarlena);
+	*nruns = 0;
+	tuplestore_select_read_pointer(sorted->store, readptr);
+	tuplestore_rescan(sorted->store);
+	while (tuplestore_gettupleslot(sorted->store, true, false, slot))
+	{
+		MemoryContext oldcxt;
+		Datum		v;
+		bool		isnull;
+
+		CHECK_FOR_INTERRUPTS();
+		v = slot_getattr(slot, att, &isnull);
+		if (isnull)
+			elog(ERROR, "NULL in the column that splits the batch");
+		if (cur == NULL ||
+			DatumGetInt32(FunctionCall2Coll(cmp, collation, cur->value, v)) != 0)
+		{
+			if (*nruns == allocated)
+			{
+				allocated *= 2;
+				runs = repalloc(runs, sizeof(StageRun) * allocated);
+			}
+			cur = &runs[(*nruns)++];
+			memset(cur, 0, sizeof(StageRun));
+			cur->value = datumCopy(v, keyatt->attbyval, keyatt->attlen);
+			cur->text = OidOutputFunctionCall(outfunc, v);
+		}
+		cur->nrows++;
+		oldcxt = MemoryContextSwitchTo(rowcxt);
+		hash_row(desc, slot, NULL, desc->natts, cur->sum);
+		MemoryContextSwitchTo(oldcxt);
+		MemoryContextReset(rowcxt);
+	}
+	Assert(CurrentMemoryContext == outer);
+	ExecDropSingleTupleTableSlot(slot);
+	tuplestore_select_read_pointer(sorted->store, 0);
+	MemoryContextDelete(rowcxt);
+	return runs;
+}
+
+/*
+ * The rows of a staged relation, regrouped: rows of run i (see stage_runs;
+ * the relation is in run order) go to group group_of[i], groups numbered
+ * 0, 1, ... in the order they are to be read.  Returns a reader that hands
+ * out one group at a time (stage_next_group).  When every group's runs are
+ * adjacent and in group order (always so for RANGE partitions) the rows are
+ * read as they are; otherwise they are sorted by group once.
+ */
+StageGroups *
+stage_groups(StagedRel *sorted, StageRun *runs, int nruns, const int *group_of,
+			 int ngroups)
+{
+	StageGroups *g = palloc0(sizeof(StageGroups));
+	bool		in_order = true;
+
+	g->from = sorted;
+	g->ngroups = ngroups;
+	g->rows = palloc0(sizeof(int64) * ngroups);
+	for (int i = 0; i < nruns; i++)
+	{
+		g->rows[group_of[i]] += runs[i].nrows;
+		if (i > 0 && group_of[i] != group_of[i - 1] && group_of[i] != group_of[i - 1] + 1)
+			in_order = false;
+	}
+	if (nruns > 0 && group_of[0] != 0)
+		in_order = false;
+
+	if (!in_order)
+	{
+		/* sort the rows by group, the group number an extra last column */
+		TupleDesc	desc = sorted->desc;
+		TupleDesc	sortdesc = CreateTemplateTupleDesc(desc->natts + 1);
+		TupleTableSlot *in = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
+		TupleTableSlot *out;
+		AttrNumber	sortcol = desc->natts + 1;
+		Oid			sortop = Int4LessOperator;
+		Oid			coll = InvalidOid;
+		bool		nullsfirst = false;
+		int			run = 0;
+		int64		left;
+
+		for (int a = 0; a < desc->natts; a++)
+			TupleDescCopyEntry(sortdesc, a + 1, desc, a + 1);
+		TupleDescInitEntry(sortdesc, sortcol, "idem_etl_group", INT4OID, -1, 0);
+		out = MakeSingleTupleTableSlot(sortdesc, &TTSOpsVirtual);
+		g->sort = tuplesort_begin_heap(sortdesc, 1, &sortcol, &sortop, &coll, &nullsfirst,
+									   work_mem, NULL, TUPLESORT_NONE);
+		left = nruns > 0 ? runs[0].nrows : 0;
+		tuplestore_rescan(sorted->store);
+		while (tuplestore_gettupleslot(sorted->store, true, false, in))
+		{
+			CHECK_FOR_INTERRUPTS();
+			while (left == 0)
+				left = runs[++run].nrows;
+			left--;
+			slot_getallattrs(in);
+			ExecClearTuple(out);
+			memcpy(out->tts_values, in->tts_values, sizeof(Datum) * desc->natts);
+			memcpy(out->tts_isnull, in->tts_isnull, sizeof(bool) * desc->natts);
+			out->tts_values[desc->natts] = Int32GetDatum(group_of[run]);
+			out->tts_isnull[desc->natts] = false;
+			ExecStoreVirtualTuple(out);
+			tuplesort_puttupleslot(g->sort, out);
+		}
+		tuplesort_performsort(g->sort);
+		ExecDropSingleTupleTableSlot(in);
+		g->sortslot = MakeSingleTupleTableSlot(sortdesc, &TTSOpsMinimalTuple);
+		ExecDropSingleTupleTableSlot(out);
+	}
+	else
+		tuplestore_rescan(sorted->store);
+	g->slot = MakeSingleTupleTableSlot(sorted->desc, &TTSOpsMinimalTuple);
+	return g;
+}
+
+/*
+ * The rows of the next group, as a staged relation of their own (registered
+ * under a name made of purpose; stage_drop it when done).  Groups come in
+ * order; skipped groups (keep == false) are read past and NULL returned.
+ */
+StagedRel *
+stage_next_group(StageGroups *g, bool keep, const char *purpose)
+{
+	StagedRel  *rel = NULL;
+	int64		n = g->rows[g->next++];
+
+	if (keep)
+		rel = stage_register(purpose, g->from->desc);
+	for (int64 i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (g->sort)
+		{
+			if (!tuplesort_gettupleslot(g->sort, true, false, g->sortslot, NULL))
+				elog(ERROR, "regrouped rows ended early");
+			if (!keep)
+				continue;
+			slot_getallattrs(g->sortslot);
+			tuplestore_putvalues(rel->store, rel->desc, g->sortslot->tts_values,
+								 g->sortslot->tts_isnull);
+		}
+		else
+		{
+			if (!tuplestore_gettupleslot(g->from->store, true, false, g->slot))
+				elog(ERROR, "staged rows ended early");
+			if (keep)
+				tuplestore_puttupleslot(rel->store, g->slot);
+		}
+	}
+	if (keep)
+	{
+		rel->nrows = n;
+		stage_publish(rel);
+	}
+	return rel;
+}
+
+/*
+ * The rows of the runs of sorted (see stage_runs) for which take[] is true,
+ * as a staged relation of their own (registered under a name made of
+ * purpose), in one pass.
+ */
+StagedRel *
+stage_select_runs(StagedRel *sorted, StageRun *runs, int nruns, const bool *take,
+				  const char *purpose)
+{
+	StagedRel  *rel = stage_register(purpose, sorted->desc);
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(sorted->desc, &TTSOpsMinimalTuple);
+
+	tuplestore_rescan(sorted->store);
+	for (int i = 0; i < nruns; i++)
+	{
+		if (!take[i])
+		{
+			if (!tuplestore_skiptuples(sorted->store, runs[i].nrows, true))
+				elog(ERROR, "staged rows ended early");
+			continue;
+		}
+		for (int64 j = 0; j < runs[i].nrows; j++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			if (!tuplestore_gettupleslot(sorted->store, true, false, slot))
+				elog(ERROR, "staged rows ended early");
+			tuplestore_puttupleslot(rel->store, slot);
+			rel->nrows++;
+		}
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	stage_publish(rel);
+	return rel;
+}
+
+void
+stage_groups_end(StageGroups *g)
+{
+	if (g->sort)
+	{
+		ExecDropSingleTupleTableSlot(g->sortslot);
+		tuplesort_end(g->sort);
+	}
+	ExecDropSingleTupleTableSlot(g->slot);
 }

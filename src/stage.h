@@ -40,11 +40,42 @@ typedef struct Stage
 	int64		nkey_hashes;
 } Stage;
 
+/* The rows of one value in a staged relation sorted on it (stage_runs). */
+typedef struct StageRun
+{
+	Datum		value;			/* the first row's value */
+	char	   *text;			/* as its type prints it */
+	int64		nrows;
+	uint64		sum[2];			/* the rows' hashes, summed */
+} StageRun;
+
+/* A staged relation read one group of runs at a time (stage_groups). */
+typedef struct StageGroups
+{
+	StagedRel  *from;
+	int			ngroups;
+	int			next;
+	int64	   *rows;			/* per group */
+	TupleTableSlot *slot;
+	struct Tuplesortstate *sort;	/* NULL when the rows are read as they are */
+	TupleTableSlot *sortslot;
+} StageGroups;
+
 extern Stage *stage_plan(TargetInfo *target, const char *source);
 extern bool stage_has_column(Stage *stage, const char *name);
 extern void stage_load(Stage *stage, TargetInfo *target);
-extern void stage_fill(Stage *stage, const char *into);
+extern void stage_fill(Stage *stage, const char *into, const char *extra_columns,
+					   const char *extra_values);
 extern char *stage_scan(Stage *stage, TargetKey *key, const char *options);
+extern char *stage_fingerprint(const uint64 *sum, int64 nrows, const char *options);
+extern StageRun *stage_runs(StagedRel *sorted, AttrNumber att, FmgrInfo *cmp,
+							Oid collation, int *nruns);
+extern StageGroups *stage_groups(StagedRel *sorted, StageRun *runs, int nruns,
+								 const int *group_of, int ngroups);
+extern StagedRel *stage_next_group(StageGroups *g, bool keep, const char *purpose);
+extern StagedRel *stage_select_runs(StagedRel *sorted, StageRun *runs, int nruns,
+									 const bool *take, const char *purpose);
+extern void stage_groups_end(StageGroups *g);
 extern StagedRel *stage_query(const char *sql, const char *purpose);
 extern void stage_drop(StagedRel *rel);
 
