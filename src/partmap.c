@@ -299,6 +299,36 @@ bound_check(PartKey *pk, PartitionBoundSpec *spec)
 	}
 }
 
+/*
+ * The finite lower and upper bound values of RANGE partition partoid; false
+ * for the default partition and for MINVALUE/MAXVALUE bounds.
+ */
+static bool
+finite_range(Oid partoid, Datum *lo, Datum *hi)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(partoid));
+	bool		isnull;
+	Datum		d;
+	PartitionBoundSpec *spec;
+	PartitionRangeDatum *l;
+	PartitionRangeDatum *h;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", partoid);
+	d = SysCacheGetAttr(RELOID, tup, Anum_pg_class_relpartbound, &isnull);
+	spec = isnull ? NULL : stringToNode(TextDatumGetCString(d));
+	ReleaseSysCache(tup);
+	if (spec == NULL || spec->is_default)
+		return false;
+	l = linitial_node(PartitionRangeDatum, spec->lowerdatums);
+	h = linitial_node(PartitionRangeDatum, spec->upperdatums);
+	if (l->kind != PARTITION_RANGE_DATUM_VALUE || h->kind != PARTITION_RANGE_DATUM_VALUE)
+		return false;
+	*lo = castNode(Const, l->value)->constvalue;
+	*hi = castNode(Const, h->value)->constvalue;
+	return true;
+}
+
 /* Lower and upper bounds, as text, of every sibling with finite bounds. */
 static void
 sibling_ranges(PartitionDesc pd, PartKey *pk, ArrayBuildState **lows,
@@ -312,27 +342,14 @@ sibling_ranges(PartitionDesc pd, PartKey *pk, ArrayBuildState **lows,
 	*highs = initArrayResult(TEXTOID, CurrentMemoryContext, false);
 	for (int i = 0; i < pd->nparts; i++)
 	{
-		HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(pd->oids[i]));
-		bool		isnull;
-		Datum		d;
-		PartitionBoundSpec *spec;
-		PartitionRangeDatum *lo;
-		PartitionRangeDatum *hi;
+		Datum		lo;
+		Datum		hi;
 
-		if (!HeapTupleIsValid(tup))
-			elog(ERROR, "cache lookup failed for relation %u", pd->oids[i]);
-		d = SysCacheGetAttr(RELOID, tup, Anum_pg_class_relpartbound, &isnull);
-		spec = isnull ? NULL : stringToNode(TextDatumGetCString(d));
-		ReleaseSysCache(tup);
-		if (spec == NULL || spec->is_default)
+		if (!finite_range(pd->oids[i], &lo, &hi))
 			continue;
-		lo = linitial_node(PartitionRangeDatum, spec->lowerdatums);
-		hi = linitial_node(PartitionRangeDatum, spec->upperdatums);
-		if (lo->kind != PARTITION_RANGE_DATUM_VALUE || hi->kind != PARTITION_RANGE_DATUM_VALUE)
-			continue;
-		accumArrayResult(*lows, CStringGetTextDatum(OidOutputFunctionCall(typoutput, castNode(Const, lo->value)->constvalue)),
+		accumArrayResult(*lows, CStringGetTextDatum(OidOutputFunctionCall(typoutput, lo)),
 						 false, TEXTOID, CurrentMemoryContext);
-		accumArrayResult(*highs, CStringGetTextDatum(OidOutputFunctionCall(typoutput, castNode(Const, hi->value)->constvalue)),
+		accumArrayResult(*highs, CStringGetTextDatum(OidOutputFunctionCall(typoutput, hi)),
 						 false, TEXTOID, CurrentMemoryContext);
 	}
 }
@@ -463,26 +480,13 @@ aligned_bounds(PartKey *pk, PartitionDesc pd, const char *value, Interval *g,
 		origin += 4 * USECS_PER_DAY;
 	for (int i = 0; pd && i < pd->nparts; i++)
 	{
-		HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(pd->oids[i]));
-		bool		isnull;
-		Datum		d;
-		PartitionBoundSpec *spec;
-		PartitionRangeDatum *l;
-		PartitionRangeDatum *h;
+		Datum		l;
+		Datum		h;
 
-		if (!HeapTupleIsValid(tup))
-			elog(ERROR, "cache lookup failed for relation %u", pd->oids[i]);
-		d = SysCacheGetAttr(RELOID, tup, Anum_pg_class_relpartbound, &isnull);
-		spec = isnull ? NULL : stringToNode(TextDatumGetCString(d));
-		ReleaseSysCache(tup);
-		if (spec == NULL || spec->is_default)
+		if (!finite_range(pd->oids[i], &l, &h))
 			continue;
-		l = linitial_node(PartitionRangeDatum, spec->lowerdatums);
-		h = linitial_node(PartitionRangeDatum, spec->upperdatums);
-		if (l->kind != PARTITION_RANGE_DATUM_VALUE || h->kind != PARTITION_RANGE_DATUM_VALUE)
-			continue;
-		lo = to_local(pk, castNode(Const, l->value)->constvalue, zone);
-		hi = to_local(pk, castNode(Const, h->value)->constvalue, zone);
+		lo = to_local(pk, l, zone);
+		hi = to_local(pk, h, zone);
 		if (DatumGetTimestamp(DirectFunctionCall2(timestamp_pl_interval, TimestampGetDatum(lo),
 												  IntervalPGetDatum(g))) == hi)
 		{
