@@ -28,12 +28,9 @@ CREATE TABLE idem_etl.runs (
     corrects     bigint,
     started_at   timestamptz NOT NULL,
     finished_at  timestamptz NOT NULL,
-    run_by       name        NOT NULL,
-    -- replace and restore runs: the partition's bound (skips are keyed by it)
-    partition_bound text
+    run_by       name        NOT NULL
 );
 CREATE INDEX runs_lookup ON idem_etl.runs (target_oid, operation, run_key, partition_value, run_id);
-CREATE INDEX runs_partition ON idem_etl.runs (target_oid, partition_bound, run_id);
 COMMENT ON TABLE idem_etl.runs IS 'idem_etl ledger: one row per committed call (written by the extension only)';
 
 REVOKE ALL ON idem_etl.runs FROM PUBLIC;
@@ -100,7 +97,7 @@ CREATE TABLE idem_etl.jobs (
     status           text        NOT NULL DEFAULT 'queued'
                      CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
     attempts         integer     NOT NULL DEFAULT 0,
-    max_attempts     integer     NOT NULL CHECK (max_attempts BETWEEN 1 AND 100),
+    max_attempts     integer     NOT NULL CHECK (max_attempts >= 1),
     last_error       text,
     submitted_by     name        NOT NULL,
     submitted_by_oid oid         NOT NULL,
@@ -110,9 +107,7 @@ CREATE TABLE idem_etl.jobs (
     finished_at      timestamptz,
     worker_pid       integer
 );
--- Job names are per submitting role: another role's job of the same name
--- is neither returned to you nor in your way.
-CREATE UNIQUE INDEX jobs_pending_name ON idem_etl.jobs (submitted_by_oid, job_name)
+CREATE UNIQUE INDEX jobs_pending_name ON idem_etl.jobs (job_name)
     WHERE status IN ('queued', 'running');
 CREATE INDEX jobs_due ON idem_etl.jobs (run_after, job_id) WHERE status = 'queued';
 COMMENT ON TABLE idem_etl.jobs IS 'idem_etl job queue (written by the extension only)';
@@ -121,18 +116,6 @@ CREATE POLICY jobs_of_member ON idem_etl.jobs FOR SELECT
     USING (pg_catalog.pg_has_role(submitted_by_oid, 'MEMBER'));
 REVOKE ALL ON idem_etl.jobs FROM PUBLIC;
 GRANT SELECT ON idem_etl.jobs TO PUBLIC;
-
--- The background worker's view of each database's work (src/worker_status.c).
-CREATE FUNCTION idem_etl.worker_status(
-    OUT database name, OUT queued integer, OUT running integer,
-    OUT next_due timestamptz, OUT oldest_due_wait interval,
-    OUT next_housekeeping timestamptz, OUT waiting_reason text)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'idem_etl_worker_status'
-LANGUAGE C VOLATILE STRICT;
-CREATE VIEW idem_etl.worker_status AS SELECT * FROM idem_etl.worker_status();
-GRANT SELECT ON idem_etl.worker_status TO PUBLIC;
-COMMENT ON VIEW idem_etl.worker_status IS 'idem_etl: per database, queued and running jobs and why due jobs wait';
 
 -- Internal: the change test of the merge (see src/compare.c).
 CREATE FUNCTION idem_etl.same_image(VARIADIC "any") RETURNS boolean
