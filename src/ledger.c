@@ -12,19 +12,27 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
 #include "utils/inval.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
@@ -38,6 +46,79 @@
  * they never collide with an application's advisory locks.
  */
 #define IDEM_ETL_LOCK_SPACE 0x1DE7
+
+/*
+ * The version of idem_etl's objects in this database (pg_extension's
+ * extversion), NULL when the extension is not installed.  The shared library
+ * is always the newest one installed, while each database keeps the objects
+ * of the version it was created with until ALTER EXTENSION idem_etl UPDATE:
+ * code that needs objects of a later version asks first, once per call,
+ * instead of failing on a missing column or function.
+ */
+char *
+idem_objects_version(void)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	char	   *version = NULL;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("idem_etl"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, Anum_pg_extension_extversion,
+									 RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			version = text_to_cstring(DatumGetTextPP(d));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return version;
+}
+
+/* "major.minor" as one comparable number; unparsable versions sort first */
+static int
+version_number(const char *version)
+{
+	int			major = 0;
+	int			minor = 0;
+
+	if (version == NULL || sscanf(version, "%d.%d", &major, &minor) < 1)
+		return -1;
+	return major * 1000 + minor;
+}
+
+/* Whether this database's objects are at least of this version. */
+bool
+idem_objects_at_least(const char *version)
+{
+	return version_number(idem_objects_version()) >= version_number(version);
+}
+
+/*
+ * Refuse, with 55000 and what to do, when what (a function, an option)
+ * needs objects of a later version than this database has.
+ */
+void
+idem_require_objects(const char *version, const char *what)
+{
+	char	   *have = idem_objects_version();
+
+	if (version_number(have) < version_number(version))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s needs version %s of extension \"idem_etl\"", what, version),
+				 errdetail("The objects of idem_etl in database \"%s\" are at version %s; the installed library is newer.",
+						   get_database_name(MyDatabaseId), have ? have : "(none)"),
+				 errhint("Run ALTER EXTENSION idem_etl UPDATE in this database.")));
+}
 
 /*
  * Serialize calls for the same (target, operation, key) until the end of the
@@ -189,24 +270,36 @@ lookup_latest(const char *sql, int nargs, Oid *argtypes, Datum *args,
  * after it that changed the partition: another replacement or a restore of
  * it, or an upsert into the target that wrote rows (which partitions an
  * upsert wrote is not recorded, so any such upsert counts).
+ *
+ * A database whose objects are still at 0.1 has no partition_bound: there,
+ * as 0.1 did, the partition is identified by the run value passed.
  */
 LedgerPartPrior
-ledger_partition_prior(Oid target, const char *run_key, const char *bound)
+ledger_partition_prior(Oid target, const char *run_key, const char *bound,
+					   const char *value)
 {
 	LedgerPartPrior prior = {0, NULL, 0, NULL};
 	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
 	Datum		args[3];
 	SPITupleTable *tt;
 	bool		isnull;
+	bool		by_bound = idem_objects_at_least("0.2");
 
 	args[0] = ObjectIdGetDatum(target);
 	args[1] = CStringGetTextDatum(run_key);
-	args[2] = CStringGetTextDatum(bound);
-	tt = lookup_latest("SELECT run_id, fingerprint FROM idem_etl.runs"
+	args[2] = CStringGetTextDatum(by_bound ? bound : value);
+	tt = lookup_latest(by_bound ?
+					   "SELECT run_id, fingerprint FROM idem_etl.runs"
 					   " WHERE target_oid OPERATOR(pg_catalog.=) $1"
 					   " AND operation OPERATOR(pg_catalog.=) 'replace_partition'"
 					   " AND run_key OPERATOR(pg_catalog.=) $2"
 					   " AND partition_bound OPERATOR(pg_catalog.=) $3"
+					   " AND NOT skipped ORDER BY run_id DESC LIMIT 1" :
+					   "SELECT run_id, fingerprint FROM idem_etl.runs"
+					   " WHERE target_oid OPERATOR(pg_catalog.=) $1"
+					   " AND operation OPERATOR(pg_catalog.=) 'replace_partition'"
+					   " AND run_key OPERATOR(pg_catalog.=) $2"
+					   " AND partition_value OPERATOR(pg_catalog.=) $3"
 					   " AND NOT skipped ORDER BY run_id DESC LIMIT 1",
 					   3, argtypes, args, run_key);
 	if (tt == NULL)
@@ -216,10 +309,21 @@ ledger_partition_prior(Oid target, const char *run_key, const char *bound)
 
 	argtypes[1] = INT8OID;
 	args[1] = Int64GetDatum(prior.applied);
-	tt = lookup_latest("SELECT run_id, operation FROM idem_etl.runs"
+	tt = lookup_latest(by_bound ?
+					   "SELECT run_id, operation FROM idem_etl.runs"
 					   " WHERE target_oid OPERATOR(pg_catalog.=) $1"
 					   " AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped"
 					   " AND ((partition_bound OPERATOR(pg_catalog.=) $3"
+					   " AND (operation OPERATOR(pg_catalog.=) 'replace_partition'"
+					   " OR operation OPERATOR(pg_catalog.=) 'restore_partition'))"
+					   " OR (operation OPERATOR(pg_catalog.=) 'upsert'"
+					   " AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)"
+					   " OPERATOR(pg_catalog.>) 0))"
+					   " ORDER BY run_id LIMIT 1" :
+					   "SELECT run_id, operation FROM idem_etl.runs"
+					   " WHERE target_oid OPERATOR(pg_catalog.=) $1"
+					   " AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped"
+					   " AND ((partition_value OPERATOR(pg_catalog.=) $3"
 					   " AND (operation OPERATOR(pg_catalog.=) 'replace_partition'"
 					   " OR operation OPERATOR(pg_catalog.=) 'restore_partition'))"
 					   " OR (operation OPERATOR(pg_catalog.=) 'upsert'"
@@ -348,14 +452,24 @@ ledger_record(const LedgerRun *run)
 	else
 		nulls[18] = 'n';
 
-	ledger_exec_as_owner("INSERT INTO idem_etl.runs (operation, target, target_oid, run_key,"
-						 " fingerprint, batch_rows, inserted, updated, unchanged, deleted,"
-						 " skipped, corrects, started_at, finished_at, run_by,"
-						 " partition_value, partition_table, rows_loaded, rows_replaced,"
-						 " partition_bound)"
-						 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
-						 " pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18, $19) RETURNING run_id",
-						 19, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
+	/* objects still at 0.1: no partition_bound (the update derives it) */
+	if (!idem_objects_at_least("0.2"))
+		ledger_exec_as_owner("INSERT INTO idem_etl.runs (operation, target, target_oid, run_key,"
+							 " fingerprint, batch_rows, inserted, updated, unchanged, deleted,"
+							 " skipped, corrects, started_at, finished_at, run_by,"
+							 " partition_value, partition_table, rows_loaded, rows_replaced)"
+							 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
+							 " pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18) RETURNING run_id",
+							 18, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
+	else
+		ledger_exec_as_owner("INSERT INTO idem_etl.runs (operation, target, target_oid, run_key,"
+							 " fingerprint, batch_rows, inserted, updated, unchanged, deleted,"
+							 " skipped, corrects, started_at, finished_at, run_by,"
+							 " partition_value, partition_table, rows_loaded, rows_replaced,"
+							 " partition_bound)"
+							 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
+							 " pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18, $19) RETURNING run_id",
+							 19, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 									   SPI_tuptable->tupdesc, 1, &isnull));
 }

@@ -128,7 +128,7 @@ same_as_prior(ReplaceArgs *a, const char *value, const char *bound, LedgerRun *r
 
 	if (a->run_key == NULL)
 		return false;
-	prior = ledger_partition_prior(a->target->relid, a->run_key, bound);
+	prior = ledger_partition_prior(a->target->relid, a->run_key, bound, value);
 	if (prior.applied == 0)
 		return false;
 	if (strcmp(prior.fingerprint, run->fingerprint) != 0)
