@@ -51,7 +51,7 @@ all install installcheck:
 	@exit 1
 endif
 
-.PHONY: deps demo test bench
+.PHONY: deps demo test bench deb test-deb
 
 deps:
 	./test/install-deps
@@ -64,3 +64,13 @@ test: deps
 
 bench: deps
 	./test/bench/run-bench
+
+# deb: the Debian package postgresql-15-idem-etl (debian/, pg_buildext) in
+# dist/.  test-deb: builds it, installs it with dpkg -i and runs pg_regress
+# against the installed package (only with CI=true or IDEM_DEB_INSTALL=1;
+# elsewhere it checks the package's contents).
+deb:
+	./test/deb/build-deb
+
+test-deb:
+	./test/deb/test-deb
