@@ -53,7 +53,7 @@ all install installcheck:
 	@exit 1
 endif
 
-.PHONY: deps demo test bench test-assert test-valgrind
+.PHONY: deps demo test bench test-assert test-valgrind deb test-deb
 
 deps:
 	./test/install-deps
@@ -76,3 +76,12 @@ test-assert: deps
 
 test-valgrind: deps
 	./test/assert/run valgrind
+# deb: the Debian package postgresql-15-idem-etl (debian/, pg_buildext) in
+# dist/.  test-deb: builds it, installs it with dpkg -i and runs pg_regress
+# against the installed package (only with CI=true or IDEM_DEB_INSTALL=1;
+# elsewhere it checks the package's contents).
+deb:
+	./test/deb/build-deb
+
+test-deb:
+	./test/deb/test-deb

@@ -28,15 +28,9 @@ CREATE TABLE idem_etl.runs (
     corrects     bigint,
     started_at   timestamptz NOT NULL,
     finished_at  timestamptz NOT NULL,
-    run_by       name        NOT NULL,
-    -- replace and restore runs: the partition's bound (skips are keyed by it)
-    partition_bound text,
-    -- the expect that the batch met (write-audit-publish), and
-    -- min_replaced_ratio when it was checked
-    expectation  text
+    run_by       name        NOT NULL
 );
 CREATE INDEX runs_lookup ON idem_etl.runs (target_oid, operation, run_key, partition_value, run_id);
-CREATE INDEX runs_partition ON idem_etl.runs (target_oid, partition_bound, run_id);
 COMMENT ON TABLE idem_etl.runs IS 'idem_etl ledger: one row per committed call (written by the extension only)';
 
 REVOKE ALL ON idem_etl.runs FROM PUBLIC;
@@ -64,8 +58,7 @@ SELECT run_id,
        finished_at,
        run_by,
        corrects,
-       fingerprint,
-       expectation
+       fingerprint
   FROM idem_etl.runs
  ORDER BY run_id DESC;
 GRANT SELECT ON idem_etl.run_history TO PUBLIC;
@@ -104,7 +97,7 @@ CREATE TABLE idem_etl.jobs (
     status           text        NOT NULL DEFAULT 'queued'
                      CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
     attempts         integer     NOT NULL DEFAULT 0,
-    max_attempts     integer     NOT NULL CHECK (max_attempts BETWEEN 1 AND 100),
+    max_attempts     integer     NOT NULL CHECK (max_attempts >= 1),
     last_error       text,
     submitted_by     name        NOT NULL,
     submitted_by_oid oid         NOT NULL,
@@ -114,9 +107,7 @@ CREATE TABLE idem_etl.jobs (
     finished_at      timestamptz,
     worker_pid       integer
 );
--- Job names are per submitting role: another role's job of the same name
--- is neither returned to you nor in your way.
-CREATE UNIQUE INDEX jobs_pending_name ON idem_etl.jobs (submitted_by_oid, job_name)
+CREATE UNIQUE INDEX jobs_pending_name ON idem_etl.jobs (job_name)
     WHERE status IN ('queued', 'running');
 CREATE INDEX jobs_due ON idem_etl.jobs (run_after, job_id) WHERE status = 'queued';
 COMMENT ON TABLE idem_etl.jobs IS 'idem_etl job queue (written by the extension only)';
@@ -125,31 +116,6 @@ CREATE POLICY jobs_of_member ON idem_etl.jobs FOR SELECT
     USING (pg_catalog.pg_has_role(submitted_by_oid, 'MEMBER'));
 REVOKE ALL ON idem_etl.jobs FROM PUBLIC;
 GRANT SELECT ON idem_etl.jobs TO PUBLIC;
-
--- The background worker's view of each database's work (src/worker_status.c).
-CREATE FUNCTION idem_etl.worker_status(
-    OUT database name, OUT queued integer, OUT running integer,
-    OUT next_due timestamptz, OUT oldest_due_wait interval,
-    OUT next_housekeeping timestamptz, OUT waiting_reason text)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'idem_etl_worker_status'
-LANGUAGE C VOLATILE STRICT;
-CREATE VIEW idem_etl.worker_status AS SELECT * FROM idem_etl.worker_status();
-GRANT SELECT ON idem_etl.worker_status TO PUBLIC;
-COMMENT ON VIEW idem_etl.worker_status IS 'idem_etl: per database, queued and running jobs and why due jobs wait';
-
--- Live progress of idem_etl's calls (src/progress.c), like pg_stat_progress_copy.
-CREATE FUNCTION idem_etl.progress(
-    OUT pid integer, OUT database name, OUT role name, OUT operation text,
-    OUT target text, OUT run_key text, OUT phase text,
-    OUT rows_done bigint, OUT rows_total bigint,
-    OUT phase_start timestamptz, OUT call_start timestamptz)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'idem_etl_progress'
-LANGUAGE C VOLATILE STRICT;
-CREATE VIEW idem_etl.progress AS SELECT * FROM idem_etl.progress();
-GRANT SELECT ON idem_etl.progress TO PUBLIC;
-COMMENT ON VIEW idem_etl.progress IS 'idem_etl: one row per running call, with its phase and rows';
 
 -- Internal: the change test of the merge (see src/compare.c).
 CREATE FUNCTION idem_etl.same_image(VARIADIC "any") RETURNS boolean
@@ -163,16 +129,13 @@ CREATE FUNCTION etl_upsert_batch(
     order_by       text   DEFAULT NULL,
     newer_column   text   DEFAULT NULL,
     delete_missing text   DEFAULT NULL,
-    run_key        text   DEFAULT NULL,
-    update_columns text[] DEFAULT NULL,
-    exclude_columns text[] DEFAULT NULL,
-    expect         text   DEFAULT NULL)
+    run_key        text   DEFAULT NULL)
 RETURNS TABLE (run_id bigint, inserted bigint, updated bigint,
                unchanged bigint, deleted bigint, skipped boolean)
 AS 'MODULE_PATHNAME', 'etl_upsert_batch'
 LANGUAGE C VOLATILE SECURITY INVOKER;
 
-COMMENT ON FUNCTION etl_upsert_batch(regclass, text, text[], text, text, text, text, text[], text[], text)
+COMMENT ON FUNCTION etl_upsert_batch(regclass, text, text[], text, text, text, text)
     IS 'merge a batch into a table by key; rerunning it changes nothing';
 
 CREATE FUNCTION etl_replace_partition(
@@ -182,16 +145,13 @@ CREATE FUNCTION etl_replace_partition(
     partition_column text     DEFAULT NULL,
     granularity      interval DEFAULT NULL,
     keep_replaced    interval DEFAULT NULL,
-    run_key          text     DEFAULT NULL,
-    expect           text     DEFAULT NULL,
-    min_replaced_ratio float8 DEFAULT NULL,
-    allow_shrink     boolean  DEFAULT false)
+    run_key          text     DEFAULT NULL)
 RETURNS TABLE (run_id bigint, partition_table regclass, rows_loaded bigint,
                rows_replaced bigint, skipped boolean)
 AS 'MODULE_PATHNAME', 'etl_replace_partition'
 LANGUAGE C VOLATILE SECURITY INVOKER;
 
-COMMENT ON FUNCTION etl_replace_partition(regclass, text, text, text, interval, interval, text, text, float8, boolean)
+COMMENT ON FUNCTION etl_replace_partition(regclass, text, text, text, interval, interval, text)
     IS 'replace the partition holding one run value with the rows of a query, atomically';
 
 CREATE FUNCTION etl_replace_partitions(
@@ -200,16 +160,13 @@ CREATE FUNCTION etl_replace_partitions(
     partition_column text     DEFAULT NULL,
     granularity      interval DEFAULT NULL,
     keep_replaced    interval DEFAULT NULL,
-    run_key          text     DEFAULT NULL,
-    expect           text     DEFAULT NULL,
-    min_replaced_ratio float8 DEFAULT NULL,
-    allow_shrink     boolean  DEFAULT false)
+    run_key          text     DEFAULT NULL)
 RETURNS TABLE (run_id bigint, partition_table regclass, rows_loaded bigint,
                rows_replaced bigint, skipped boolean)
 AS 'MODULE_PATHNAME', 'etl_replace_partitions'
 LANGUAGE C VOLATILE SECURITY INVOKER;
 
-COMMENT ON FUNCTION etl_replace_partitions(regclass, text, text, interval, interval, text, text, float8, boolean)
+COMMENT ON FUNCTION etl_replace_partitions(regclass, text, text, interval, interval, text)
     IS 'replace every partition the query has rows for, atomically (dynamic overwrite)';
 
 CREATE FUNCTION etl_restore_partition(target regclass, partition_value text)

@@ -22,6 +22,7 @@
 #include "utils/builtins.h"
 
 #include "audit.h"
+#include "idem_etl.h"
 #include "sql_build.h"
 
 double		idem_min_replaced_ratio = 0;
@@ -171,7 +172,7 @@ audit_expect(const char *expect, const char *relation, const char *target)
 double
 audit_ratio(FunctionCallInfo fcinfo, int ratio_arg)
 {
-	double		ratio = PG_ARGISNULL(ratio_arg) ? idem_min_replaced_ratio :
+	double		ratio = idem_arg_isnull(fcinfo, ratio_arg) ? idem_min_replaced_ratio :
 		PG_GETARG_FLOAT8(ratio_arg);
 
 	if (!(ratio >= 0 && ratio <= 1))

@@ -191,11 +191,21 @@ idem_canonical_output(void)
 	return nestlevel;
 }
 
-/* A text argument as a C string, NULL for SQL NULL. */
+/*
+ * Argument n is NULL, or not passed at all: a database whose objects are
+ * still at an older version declares the function with fewer arguments.
+ */
+bool
+idem_arg_isnull(FunctionCallInfo fcinfo, int n)
+{
+	return n >= PG_NARGS() || PG_ARGISNULL(n);
+}
+
+/* A text argument as a C string, NULL for SQL NULL (or not passed). */
 char *
 idem_text_arg(FunctionCallInfo fcinfo, int n)
 {
-	return PG_ARGISNULL(n) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(n));
+	return idem_arg_isnull(fcinfo, n) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(n));
 }
 
 /*

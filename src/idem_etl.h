@@ -18,6 +18,7 @@ extern char *idem_partition_time_zone;
 
 extern int	idem_canonical_output(void);
 extern char *idem_text_arg(FunctionCallInfo fcinfo, int n);
+extern bool idem_arg_isnull(FunctionCallInfo fcinfo, int n);
 extern Tuplestorestate *idem_srf_store(FunctionCallInfo fcinfo, TupleDesc *desc);
 extern Datum idem_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
 

@@ -27,6 +27,14 @@
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "access/genam.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_extension.h"
+#include "commands/dbcommands.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
 
 #include "idem_etl.h"
 #include "ledger.h"
@@ -38,6 +46,79 @@
  * they never collide with an application's advisory locks.
  */
 #define IDEM_ETL_LOCK_SPACE 0x1DE7
+
+/*
+ * The version of idem_etl's objects in this database (pg_extension's
+ * extversion), NULL when the extension is not installed.  The shared library
+ * is always the newest one installed, while each database keeps the objects
+ * of the version it was created with until ALTER EXTENSION idem_etl UPDATE:
+ * code that needs objects of a later version asks first, once per call,
+ * instead of failing on a missing column or function.
+ */
+char *
+idem_objects_version(void)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	char	   *version = NULL;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("idem_etl"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, Anum_pg_extension_extversion,
+									 RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			version = text_to_cstring(DatumGetTextPP(d));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return version;
+}
+
+/* "major.minor" as one comparable number; unparsable versions sort first */
+static int
+version_number(const char *version)
+{
+	int			major = 0;
+	int			minor = 0;
+
+	if (version == NULL || sscanf(version, "%d.%d", &major, &minor) < 1)
+		return -1;
+	return major * 1000 + minor;
+}
+
+/* Whether this database's objects are at least of this version. */
+bool
+idem_objects_at_least(const char *version)
+{
+	return version_number(idem_objects_version()) >= version_number(version);
+}
+
+/*
+ * Refuse, with 55000 and what to do, when what (a function, an option)
+ * needs objects of a later version than this database has.
+ */
+void
+idem_require_objects(const char *version, const char *what)
+{
+	char	   *have = idem_objects_version();
+
+	if (version_number(have) < version_number(version))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s needs version %s of extension \"idem_etl\"", what, version),
+				 errdetail("The objects of idem_etl in database \"%s\" are at version %s; the installed library is newer.",
+						   get_database_name(MyDatabaseId), have ? have : "(none)"),
+				 errhint("Run ALTER EXTENSION idem_etl UPDATE in this database.")));
+}
 
 /*
  * Serialize calls for the same (target, operation, key) until the end of the
@@ -99,6 +180,8 @@ ledger_lock_partitions(Oid target)
 static SPIPlanPtr
 kept_plan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
 {
+	if (cache == NULL)
+		return sqlb_prepare(sql, nargs, argtypes);	/* not kept: lives in SPI's memory */
 	if (*cache == NULL)
 	{
 		SPIPlanPtr	plan = sqlb_prepare(sql, nargs, argtypes);
@@ -242,7 +325,8 @@ lookup_latest(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes, Datu
  * upsert wrote is not recorded, so any such upsert counts).
  */
 LedgerPartPrior
-ledger_partition_prior(Oid target, const char *run_key, const char *bound)
+ledger_partition_prior(Oid target, const char *run_key, const char *bound,
+					   const char *value)
 {
 	LedgerPartPrior prior = {0, NULL, 0, NULL};
 	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
@@ -251,18 +335,28 @@ ledger_partition_prior(Oid target, const char *run_key, const char *bound)
 	bool		isnull;
 	static SPIPlanPtr applied_plan = NULL;
 	static SPIPlanPtr changed_plan = NULL;
+	bool		by_bound = idem_objects_at_least("0.2");
 
 	args[0] = ObjectIdGetDatum(target);
 	args[1] = CStringGetTextDatum(run_key);
-	args[2] = CStringGetTextDatum(bound);
+	args[2] = CStringGetTextDatum(by_bound ? bound : value);
 
-	tt = lookup_latest(&applied_plan, "SELECT run_id, fingerprint FROM idem_etl.runs"
-					   " WHERE target_oid OPERATOR(pg_catalog.=) $1"
-					   " AND operation OPERATOR(pg_catalog.=) 'replace_partition'"
-					   " AND run_key OPERATOR(pg_catalog.=) $2"
-					   " AND partition_bound OPERATOR(pg_catalog.=) $3"
-					   " AND NOT skipped ORDER BY run_id DESC LIMIT 1",
-					   3, argtypes, args, run_key);
+	/* objects still at 0.1: looked up by run value, as 0.1 did (not cached) */
+	tt = by_bound ?
+		lookup_latest(&applied_plan, "SELECT run_id, fingerprint FROM idem_etl.runs"
+					  " WHERE target_oid OPERATOR(pg_catalog.=) $1"
+					  " AND operation OPERATOR(pg_catalog.=) 'replace_partition'"
+					  " AND run_key OPERATOR(pg_catalog.=) $2"
+					  " AND partition_bound OPERATOR(pg_catalog.=) $3"
+					  " AND NOT skipped ORDER BY run_id DESC LIMIT 1",
+					  3, argtypes, args, run_key) :
+		lookup_latest(NULL, "SELECT run_id, fingerprint FROM idem_etl.runs"
+					  " WHERE target_oid OPERATOR(pg_catalog.=) $1"
+					  " AND operation OPERATOR(pg_catalog.=) 'replace_partition'"
+					  " AND run_key OPERATOR(pg_catalog.=) $2"
+					  " AND partition_value OPERATOR(pg_catalog.=) $3"
+					  " AND NOT skipped ORDER BY run_id DESC LIMIT 1",
+					  3, argtypes, args, run_key);
 	if (tt == NULL)
 		return prior;
 	prior.applied = DatumGetInt64(SPI_getbinval(tt->vals[0], tt->tupdesc, 1, &isnull));
@@ -270,17 +364,29 @@ ledger_partition_prior(Oid target, const char *run_key, const char *bound)
 
 	argtypes[1] = INT8OID;
 	args[1] = Int64GetDatum(prior.applied);
-	tt = lookup_latest(&changed_plan, "SELECT run_id, operation FROM idem_etl.runs"
-					   " WHERE target_oid OPERATOR(pg_catalog.=) $1"
-					   " AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped"
-					   " AND ((partition_bound OPERATOR(pg_catalog.=) $3"
-					   " AND (operation OPERATOR(pg_catalog.=) 'replace_partition'"
-					   " OR operation OPERATOR(pg_catalog.=) 'restore_partition'))"
-					   " OR (operation OPERATOR(pg_catalog.=) 'upsert'"
-					   " AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)"
-					   " OPERATOR(pg_catalog.>) 0))"
-					   " ORDER BY run_id LIMIT 1",
-					   3, argtypes, args, run_key);
+	tt = by_bound ?
+		lookup_latest(&changed_plan, "SELECT run_id, operation FROM idem_etl.runs"
+					  " WHERE target_oid OPERATOR(pg_catalog.=) $1"
+					  " AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped"
+					  " AND ((partition_bound OPERATOR(pg_catalog.=) $3"
+					  " AND (operation OPERATOR(pg_catalog.=) 'replace_partition'"
+					  " OR operation OPERATOR(pg_catalog.=) 'restore_partition'))"
+					  " OR (operation OPERATOR(pg_catalog.=) 'upsert'"
+					  " AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)"
+					  " OPERATOR(pg_catalog.>) 0))"
+					  " ORDER BY run_id LIMIT 1",
+					  3, argtypes, args, run_key) :
+		lookup_latest(NULL, "SELECT run_id, operation FROM idem_etl.runs"
+					  " WHERE target_oid OPERATOR(pg_catalog.=) $1"
+					  " AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped"
+					  " AND ((partition_value OPERATOR(pg_catalog.=) $3"
+					  " AND (operation OPERATOR(pg_catalog.=) 'replace_partition'"
+					  " OR operation OPERATOR(pg_catalog.=) 'restore_partition'))"
+					  " OR (operation OPERATOR(pg_catalog.=) 'upsert'"
+					  " AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)"
+					  " OPERATOR(pg_catalog.>) 0))"
+					  " ORDER BY run_id LIMIT 1",
+					  3, argtypes, args, run_key);
 	if (tt != NULL)
 	{
 		prior.changed_by = DatumGetInt64(SPI_getbinval(tt->vals[0], tt->tupdesc, 1, &isnull));
@@ -377,7 +483,8 @@ ledger_check_length(const char *argname, const char *value)
 int64
 ledger_purge(void)
 {
-	if (idem_run_retention <= 0)
+	/* objects still at 0.1 have no partition_bound: keep every run there */
+	if (idem_run_retention <= 0 || !idem_objects_at_least("0.2"))
 		return 0;
 	ledger_exec_as_owner(psprintf("WITH keep AS ("
 								  " SELECT DISTINCT ON (target_oid, operation, run_key, partition_bound) run_id"
@@ -456,15 +563,25 @@ ledger_record(const LedgerRun *run)
 	else
 		nulls[19] = 'n';
 
-	exec_as_owner(&record_plan, "INSERT INTO idem_etl.runs (operation, target, target_oid, run_key,"
-						 " fingerprint, batch_rows, inserted, updated, unchanged, deleted,"
-						 " skipped, corrects, started_at, finished_at, run_by,"
-						 " partition_value, partition_table, rows_loaded, rows_replaced,"
-						 " partition_bound, expectation)"
-						 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
-						 " pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18, $19, $20)"
-						 " RETURNING run_id",
-						 20, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
+	/* objects still at 0.1: no partition_bound nor expectation (not cached) */
+	if (!idem_objects_at_least("0.2"))
+		ledger_exec_as_owner("INSERT INTO idem_etl.runs (operation, target, target_oid, run_key,"
+							 " fingerprint, batch_rows, inserted, updated, unchanged, deleted,"
+							 " skipped, corrects, started_at, finished_at, run_by,"
+							 " partition_value, partition_table, rows_loaded, rows_replaced)"
+							 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
+							 " pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18) RETURNING run_id",
+							 18, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
+	else
+		exec_as_owner(&record_plan, "INSERT INTO idem_etl.runs (operation, target, target_oid, run_key,"
+							 " fingerprint, batch_rows, inserted, updated, unchanged, deleted,"
+							 " skipped, corrects, started_at, finished_at, run_by,"
+							 " partition_value, partition_table, rows_loaded, rows_replaced,"
+							 " partition_bound, expectation)"
+							 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
+							 " pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18, $19, $20)"
+							 " RETURNING run_id",
+							 20, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 									   SPI_tuptable->tupdesc, 1, &isnull));
 }

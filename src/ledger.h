@@ -40,6 +40,11 @@ typedef struct LedgerPrior
 	int64		rows;			/* rows the run left as the batch's result */
 } LedgerPrior;
 
+/* The version of idem_etl's objects in this database (see ledger.c). */
+extern char *idem_objects_version(void);
+extern bool idem_objects_at_least(const char *version);
+extern void idem_require_objects(const char *version, const char *what);
+
 extern void ledger_lock_key(Oid target, const char *operation, const char *key);
 extern void ledger_lock_partition(Oid target, const char *bound);
 extern void ledger_lock_partitions(Oid target);
@@ -58,7 +63,7 @@ typedef struct LedgerPartPrior
 } LedgerPartPrior;
 
 extern LedgerPartPrior ledger_partition_prior(Oid target, const char *run_key,
-											  const char *bound);
+											  const char *bound, const char *value);
 extern int64 ledger_record(const LedgerRun *run);
 /* Longest run_key or job_name, in bytes: it must fit in an index entry. */
 #define IDEM_MAX_KEY_BYTES 1024

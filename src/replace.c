@@ -95,7 +95,7 @@ replace_setup(ReplaceArgs *a, FunctionCallInfo fcinfo, int first)
 	a->expect = idem_text_arg(fcinfo, first + 5);
 	audit_check_syntax(a->expect);
 	a->min_ratio = audit_ratio(fcinfo, first + 6);
-	a->allow_shrink = !PG_ARGISNULL(first + 7) && PG_GETARG_BOOL(first + 7);
+	a->allow_shrink = !idem_arg_isnull(fcinfo, first + 7) && PG_GETARG_BOOL(first + 7);
 	swap_serialize(PG_GETARG_OID(0));
 	a->target = target_open(PG_GETARG_OID(0), ACL_SELECT | ACL_INSERT | ACL_DELETE);
 	target_check_row_security(a->target->relid);
@@ -154,7 +154,7 @@ same_as_prior(ReplaceArgs *a, const char *value, const char *bound, LedgerRun *r
 
 	if (a->run_key == NULL)
 		return false;
-	prior = ledger_partition_prior(a->target->relid, a->run_key, bound);
+	prior = ledger_partition_prior(a->target->relid, a->run_key, bound, value);
 	if (prior.applied == 0)
 		return false;
 	if (strcmp(prior.fingerprint, run->fingerprint) != 0)

@@ -433,8 +433,8 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	args.newer_column = idem_text_arg(fcinfo, 4);
 	args.delete_missing = idem_text_arg(fcinfo, 5);
 	args.run_key = idem_text_arg(fcinfo, 6);
-	args.update_columns = PG_ARGISNULL(7) ? NULL : PG_GETARG_ARRAYTYPE_P(7);
-	args.exclude_columns = PG_ARGISNULL(8) ? NULL : PG_GETARG_ARRAYTYPE_P(8);
+	args.update_columns = idem_arg_isnull(fcinfo, 7) ? NULL : PG_GETARG_ARRAYTYPE_P(7);
+	args.exclude_columns = idem_arg_isnull(fcinfo, 8) ? NULL : PG_GETARG_ARRAYTYPE_P(8);
 	args.expect = idem_text_arg(fcinfo, 9);
 	ledger_check_length("run_key", args.run_key);
 
