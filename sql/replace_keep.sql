@@ -150,14 +150,20 @@ SELECT operation, count(*) FROM idem_etl.runs GROUP BY 1 ORDER BY 1;
 SELECT count(*) AS kept_before FROM idem_etl.replaced_partitions \gset
 SELECT etl_cleanup();
 SELECT count(*) = :kept_before AS all_still_kept FROM idem_etl.replaced_partitions;
--- a version kept for a microsecond has expired by the next statement;
--- cleanup drops it (table and record) and nothing else
+-- a version whose time has come (made so by the state's owner, in the
+-- clean-up's own transaction, so that the background janitor, which acts
+-- at keep_until, cannot get there first): cleanup drops it (table and
+-- record) and nothing else
 SELECT * FROM etl_replace_partition('rkeep.t', '2026-11-27',
-    $$SELECT '2026-11-27'::date AS d, 1 AS id, 'day 27 new' AS v$$, keep_replaced => '1 microsecond') \gset r_
+    $$SELECT '2026-11-27'::date AS d, 1 AS id, 'day 27 new' AS v$$, keep_replaced => '1 minute') \gset r_
 SELECT kept_table AS expired_table FROM idem_etl.replaced_partitions
  ORDER BY keep_until LIMIT 1 \gset
 SELECT to_regclass(:'expired_table') IS NOT NULL AS expired_exists;
+BEGIN;
+UPDATE idem_etl.replaced_partitions SET keep_until = now() - interval '1 second'
+ WHERE kept_table = :'expired_table';
 SELECT etl_cleanup();
+COMMIT;
 SELECT to_regclass(:'expired_table') IS NULL AS expired_dropped;
 SELECT count(*) AS still_kept FROM idem_etl.replaced_partitions;
 SELECT count(*) = :kept_before AS others_still_kept FROM idem_etl.replaced_partitions;
