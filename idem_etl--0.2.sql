@@ -212,6 +212,22 @@ LANGUAGE C VOLATILE SECURITY INVOKER;
 COMMENT ON FUNCTION etl_replace_partitions(regclass, text, text, interval, interval, text, text, float8, boolean)
     IS 'replace every partition the query has rows for, atomically (dynamic overwrite)';
 
+CREATE FUNCTION etl_replace_where(
+    target             regclass,
+    condition          text,
+    source             text,
+    keep_replaced      interval DEFAULT NULL,
+    run_key            text     DEFAULT NULL,
+    expect             text     DEFAULT NULL,
+    min_replaced_ratio float8   DEFAULT NULL,
+    allow_shrink       boolean  DEFAULT false)
+RETURNS TABLE (run_id bigint, rows_loaded bigint, rows_replaced bigint, skipped boolean)
+AS 'MODULE_PATHNAME', 'etl_replace_where'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_replace_where(regclass, text, text, interval, text, text, float8, boolean)
+    IS 'replace the rows satisfying a condition with the rows of a query, atomically (replaceWhere)';
+
 CREATE FUNCTION etl_restore_partition(target regclass, partition_value text)
 RETURNS regclass
 AS 'MODULE_PATHNAME', 'etl_restore_partition'

@@ -395,6 +395,58 @@ ledger_partition_prior(Oid target, const char *run_key, const char *bound,
 	return prior;
 }
 
+/*
+ * etl_replace_where with run_key: the latest run with run_key that replaced
+ * the rows of this condition on target, and the first later run that wrote
+ * into target at all (a replacement of any partition, a restore, another
+ * etl_replace_where, an upsert that wrote rows): which rows those touched is
+ * not recorded in a way a condition can be compared with, so any counts.
+ */
+LedgerPartPrior
+ledger_where_prior(Oid target, const char *run_key, const char *bound)
+{
+	LedgerPartPrior prior = {0, NULL, 0, NULL};
+	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
+	Datum		args[3];
+	SPITupleTable *tt;
+	bool		isnull;
+
+	idem_require_objects("0.2", "etl_replace_where");
+	args[0] = ObjectIdGetDatum(target);
+	args[1] = CStringGetTextDatum(run_key);
+	args[2] = CStringGetTextDatum(bound);
+	tt = lookup_latest(NULL, "SELECT run_id, fingerprint FROM idem_etl.runs"
+					   " WHERE target_oid OPERATOR(pg_catalog.=) $1"
+					   " AND operation OPERATOR(pg_catalog.=) 'replace_where'"
+					   " AND run_key OPERATOR(pg_catalog.=) $2"
+					   " AND partition_bound OPERATOR(pg_catalog.=) $3"
+					   " AND NOT skipped ORDER BY run_id DESC LIMIT 1",
+					   3, argtypes, args, run_key);
+	if (tt == NULL)
+		return prior;
+	prior.applied = DatumGetInt64(SPI_getbinval(tt->vals[0], tt->tupdesc, 1, &isnull));
+	prior.fingerprint = SPI_getvalue(tt->vals[0], tt->tupdesc, 2);
+
+	argtypes[1] = INT8OID;
+	args[1] = Int64GetDatum(prior.applied);
+	tt = lookup_latest(NULL, "SELECT run_id, operation FROM idem_etl.runs"
+					   " WHERE target_oid OPERATOR(pg_catalog.=) $1"
+					   " AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped"
+					   " AND (operation OPERATOR(pg_catalog.=)"
+					   " ANY ('{replace_partition,restore_partition,replace_where}'::pg_catalog.text[])"
+					   " OR (operation OPERATOR(pg_catalog.=) 'upsert'"
+					   " AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)"
+					   " OPERATOR(pg_catalog.>) 0))"
+					   " ORDER BY run_id LIMIT 1",
+					   3, argtypes, args, run_key);
+	if (tt != NULL)
+	{
+		prior.changed_by = DatumGetInt64(SPI_getbinval(tt->vals[0], tt->tupdesc, 1, &isnull));
+		prior.changed_op = SPI_getvalue(tt->vals[0], tt->tupdesc, 2);
+	}
+	return prior;
+}
+
 static Oid
 ledger_owner(void)
 {
@@ -501,12 +553,18 @@ ledger_purge(void)
 								  " AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)"
 								  " OPERATOR(pg_catalog.>) 0"
 								  " ORDER BY target_oid, run_id DESC)"
+								  ", keep_target AS ("
+								  " SELECT DISTINCT ON (target_oid) run_id FROM idem_etl.runs"
+								  " WHERE NOT skipped AND operation OPERATOR(pg_catalog.=)"
+								  " ANY ('{replace_partition,restore_partition,replace_where}'::pg_catalog.text[])"
+								  " ORDER BY target_oid, run_id DESC)"
 								  " DELETE FROM idem_etl.runs r"
 								  " WHERE r.finished_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
 								  " OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => %d))"
 								  " AND NOT (r.run_id OPERATOR(pg_catalog.=) ANY (ARRAY("
 								  " SELECT run_id FROM keep UNION ALL SELECT run_id FROM keep_part"
-								  " UNION ALL SELECT run_id FROM keep_upsert)))",
+								  " UNION ALL SELECT run_id FROM keep_upsert"
+								  " UNION ALL SELECT run_id FROM keep_target)))",
 								  idem_run_retention),
 						 0, NULL, NULL, NULL, SPI_OK_DELETE);
 	return (int64) SPI_processed;

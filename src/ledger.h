@@ -64,6 +64,8 @@ typedef struct LedgerPartPrior
 
 extern LedgerPartPrior ledger_partition_prior(Oid target, const char *run_key,
 											  const char *bound, const char *value);
+extern LedgerPartPrior ledger_where_prior(Oid target, const char *run_key,
+										  const char *bound);
 extern int64 ledger_record(const LedgerRun *run);
 /* Longest run_key or job_name, in bytes: it must fit in an index entry. */
 #define IDEM_MAX_KEY_BYTES 1024

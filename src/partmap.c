@@ -720,6 +720,36 @@ partmap_find(TargetInfo *target, PartKey *pk, const char *value)
  * The partition that holds value or, when there is none, the bounds and
  * name of the one to create.
  */
+/*
+ * The constraint of the slice [value's granule, + granularity) of a RANGE
+ * key, aligned as a new partition of that width would be, and the slice as
+ * "[lower, upper)" in *range; NULL when slot's partition is exactly that
+ * slice (nothing narrower to replace).
+ */
+char *
+partmap_slice_check(TargetInfo *target, PartKey *pk, PartSlot *slot,
+					Interval *granularity, char **range)
+{
+	Relation	rel;
+	char	   *lower;
+	char	   *upper;
+	char	   *check;
+	int			level;
+
+	if (granularity == NULL || pk->strategy != PARTITION_STRATEGY_RANGE ||
+		!OidIsValid(slot->partoid))
+		return NULL;
+	level = utc_push(pk);
+	rel = table_open(target->relid, NoLock);
+	new_range_bounds(target, pk, RelationGetPartitionDesc(rel, true), slot->value,
+					 granularity, &lower, &upper);
+	table_close(rel, NoLock);
+	check = range_check(pk, lower, upper);
+	*range = psprintf("[%s, %s)", lower, upper);
+	utc_pop(level);
+	return strcmp(check, slot->check_sql) == 0 ? NULL : check;
+}
+
 PartSlot *
 partmap_slot(TargetInfo *target, PartKey *pk, const char *value,
 			 Interval *granularity)

@@ -36,6 +36,8 @@ extern Oid	partmap_find(TargetInfo *target, PartKey *pk, const char *value);
 extern PartSlot *partmap_slot(TargetInfo *target, PartKey *pk, const char *value,
 							  Interval *granularity);
 
+extern char *partmap_slice_check(TargetInfo *target, PartKey *pk, PartSlot *slot,
+								 Interval *granularity, char **range);
 extern PartSlot *partmap_slot_locked(TargetInfo *target, PartKey *pk,
 									  const char *value, Interval *granularity);
 

@@ -106,6 +106,7 @@ target_open(Oid relid, AclMode mode)
 		col->collation = att->attcollation;
 		col->notnull = att->attnotnull;
 		col->identity = att->attidentity;
+		col->generated = att->attgenerated != '\0';
 		col->writable = att->attgenerated == '\0' &&
 			att->attidentity != ATTRIBUTE_IDENTITY_ALWAYS;
 	}

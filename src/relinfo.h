@@ -17,6 +17,7 @@ typedef struct TargetColumn
 	int32		typmod;
 	Oid			collation;
 	bool		writable;		/* false for generated and identity ALWAYS */
+	bool		generated;		/* a generated column: computed, never copied */
 	bool		notnull;
 	char		identity;		/* attidentity: '\0', 'a' or 'd' */
 } TargetColumn;

@@ -181,7 +181,10 @@ start_jobs(void)
 		snprintf(bgw.bgw_name, BGW_MAXLEN, "idem_etl job " INT64_FORMAT, job.job_id);
 		memcpy(bgw.bgw_extra, &job, sizeof(JobStart));
 		if (start_worker(&bgw, &job_handles[job.slot]))
+		{
 			worker_job_started(job.slot, true);
+			last_warning = 0;	/* a new stall is reported at once */
+		}
 		else
 		{
 			job_handles[job.slot] = NULL;
@@ -263,7 +266,14 @@ idem_launcher_main(Datum arg)
 		}
 		reap_jobs();
 		reap_dispatcher();
-		start_jobs();
+
+		/*
+		 * Claimed jobs start once their dispatcher has exited: with one free
+		 * background worker slot left, the job worker needs the
+		 * dispatcher's.
+		 */
+		if (dispatcher == NULL)
+			start_jobs();
 		now = GetCurrentTimestamp();
 		wake = dispatch(now);
 

@@ -1,0 +1,97 @@
+--
+-- replace_where: etl_replace_where (Delta Lake's replaceWhere).  The rows
+-- satisfying a condition are replaced, atomically, by the rows of a source
+-- that must satisfy it too (23514).  On a partitioned table the partitions
+-- the condition touches are rebuilt with their other rows and swapped in
+-- (a day inside a month: the month's other days are kept); the others are
+-- left alone.  Skips and corrections by run_key are keyed by the condition.
+--
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS idem_etl CASCADE;
+CREATE EXTENSION idem_etl;
+DROP SCHEMA IF EXISTS rw CASCADE;
+RESET client_min_messages;
+CREATE SCHEMA rw;
+\set schema rw
+\i sql/include/err.sql
+
+-- a plain table: one statement deletes the covered rows and inserts the new
+CREATE TABLE rw.daily (d date NOT NULL, id int NOT NULL, v text, PRIMARY KEY (d, id));
+INSERT INTO rw.daily SELECT '2026-11-01'::date + i % 5, i, 'old' FROM generate_series(1, 50) i;
+SELECT rows_loaded, rows_replaced, skipped FROM etl_replace_where('rw.daily',
+    $$d BETWEEN '2026-11-02' AND '2026-11-03'$$,
+    $$SELECT '2026-11-02'::date AS d, 1 AS id, 'new' AS v UNION ALL SELECT '2026-11-03', 2, 'new'$$);
+SELECT d, count(*), min(v) FROM rw.daily GROUP BY d ORDER BY d;
+-- the condition may name the table
+SELECT rows_loaded, rows_replaced FROM etl_replace_where('rw.daily', $$daily.d = '2026-11-05'$$,
+    $$SELECT '2026-11-05'::date AS d, 9 AS id, 'five' AS v$$);
+-- a source row outside the condition: refused, nothing changed
+SELECT * FROM rw.err($$SELECT * FROM etl_replace_where('rw.daily', 'd = ''2026-11-01''',
+    'SELECT ''2026-11-01''::date AS d, 1 AS id, ''x'' AS v UNION ALL SELECT ''2026-11-04'', 2, ''y''')$$);
+SELECT count(*) AS still_ten_on_the_first FROM rw.daily WHERE d = '2026-11-01';
+-- not one expression: 42601
+SELECT * FROM rw.err($$SELECT * FROM etl_replace_where('rw.daily', 'true) OR (true', 'SELECT 1 AS id')$$);
+
+-- a partitioned table with monthly partitions: replace one day of November
+CREATE TABLE rw.events (d date NOT NULL, id int NOT NULL, v text, PRIMARY KEY (d, id))
+    PARTITION BY RANGE (d);
+CREATE TABLE rw.events_202610 PARTITION OF rw.events FOR VALUES FROM ('2026-10-01') TO ('2026-11-01');
+CREATE TABLE rw.events_202611 PARTITION OF rw.events FOR VALUES FROM ('2026-11-01') TO ('2026-12-01');
+INSERT INTO rw.events SELECT '2026-10-01'::date + i, i, 'old' FROM generate_series(0, 60) i;
+SELECT 'rw.events_202610'::regclass::oid AS october \gset
+SELECT pg_relation_filenode('rw.events_202610') AS october_file \gset
+SELECT rows_loaded, rows_replaced, skipped FROM etl_replace_where('rw.events',
+    $$d = '2026-11-02'$$,
+    $$SELECT '2026-11-02'::date AS d, g AS id, 'new' AS v FROM generate_series(100, 102) g$$,
+    run_key => '2026-11-02');
+-- November: its other 29 days kept, the 2nd replaced; October untouched
+SELECT tableoid::regclass AS partition, count(*) AS rows,
+       count(*) FILTER (WHERE d = '2026-11-02') AS on_the_2nd,
+       count(*) FILTER (WHERE v = 'new') AS new
+  FROM rw.events GROUP BY 1 ORDER BY 1;
+SELECT pg_relation_filenode('rw.events_202610') = :october_file AS october_untouched;
+-- the rebuilt partition is a fresh table: no dead tuples
+SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'rw.events_202611'::regclass;
+-- the same call again: skipped
+SELECT rows_loaded, skipped FROM etl_replace_where('rw.events', $$d = '2026-11-02'$$,
+    $$SELECT '2026-11-02'::date AS d, g AS id, 'new' AS v FROM generate_series(100, 102) g$$,
+    run_key => '2026-11-02');
+-- after another write into the table, not skipped: a correction
+SELECT inserted FROM etl_upsert_batch('rw.events', $$SELECT '2026-11-02'::date AS d, 999 AS id, 'upsert' AS v$$);
+SELECT rows_loaded, rows_replaced, skipped FROM etl_replace_where('rw.events', $$d = '2026-11-02'$$,
+    $$SELECT '2026-11-02'::date AS d, g AS id, 'new' AS v FROM generate_series(100, 102) g$$,
+    run_key => '2026-11-02');
+SELECT count(*) AS rows_on_the_2nd FROM rw.events WHERE d = '2026-11-02';
+SELECT operation, run_key, partition_bound, skipped, corrects IS NOT NULL AS corrects, rows_loaded, rows_replaced
+  FROM idem_etl.runs WHERE target = 'rw.events' ORDER BY run_id;
+-- a condition across partitions: the end of October and the start of November
+SELECT rows_loaded, rows_replaced FROM etl_replace_where('rw.events',
+    $$d BETWEEN '2026-10-30' AND '2026-11-01'$$,
+    $$SELECT '2026-10-31'::date AS d, 1 AS id, 'edge' AS v$$);
+SELECT d, count(*), min(v) FROM rw.events WHERE d BETWEEN '2026-10-29' AND '2026-11-02' GROUP BY d ORDER BY d;
+
+-- etl_replace_partition with a granularity narrower than the partition:
+-- only the slice (a NOTICE says so), the month's other days kept
+SELECT rows_loaded, rows_replaced, skipped FROM etl_replace_partition('rw.events', '2026-11-05',
+    $$SELECT '2026-11-05'::date AS d, 7 AS id, 'slice' AS v$$, granularity => '1 day', run_key => 's');
+SELECT count(*) AS november_rows, count(*) FILTER (WHERE d = '2026-11-05') AS on_the_5th,
+       min(v) FILTER (WHERE d = '2026-11-05') AS v_5th
+  FROM rw.events_202611;
+SELECT skipped FROM etl_replace_partition('rw.events', '2026-11-05',
+    $$SELECT '2026-11-05'::date AS d, 7 AS id, 'slice' AS v$$, granularity => '1 day', run_key => 's');
+
+-- audited like the other loads
+SELECT * FROM rw.err($$SELECT * FROM etl_replace_where('rw.events', 'd = ''2026-11-03''',
+    'SELECT ''2026-11-03''::date AS d, 1 AS id, ''x'' AS v WHERE false', min_replaced_ratio => 0.5)$$);
+SELECT * FROM rw.err($$SELECT * FROM etl_replace_where('rw.events', 'd = ''2026-11-03''',
+    'SELECT ''2026-11-03''::date AS d, 1 AS id, ''x'' AS v', expect => 'count(*) > 10')$$);
+
+-- a default partition holding covered rows: refused
+CREATE TABLE rw.events_default PARTITION OF rw.events DEFAULT;
+INSERT INTO rw.events VALUES ('2027-01-15', 1, 'in default');
+SELECT * FROM rw.err($$SELECT * FROM etl_replace_where('rw.events', 'd >= ''2027-01-01''',
+    'SELECT ''2027-01-15''::date AS d, 1 AS id, ''x'' AS v')$$);
+
+SET client_min_messages = warning;
+DROP SCHEMA rw CASCADE;
+DROP EXTENSION idem_etl;
