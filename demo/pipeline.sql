@@ -113,7 +113,25 @@ SELECT * FROM etl_upsert_batch('daily_sales', 'TABLE staging_sales',
 \set ON_ERROR_STOP 1
 SELECT sale_date, store, total FROM store_day WHERE sale_date = '2024-06-02' ORDER BY 2;
 
-\echo '== 9. The ledger: one row per committed call, newest first'
+\echo '== 9. A monthly summary, loaded one day at a time: etl_replace_where'
+\echo '      replaces the rows of one day only, the rest of the month is kept'
+CREATE TABLE store_month (
+    sale_date date          NOT NULL,
+    store     text          NOT NULL,
+    total     numeric(12,2) NOT NULL,
+    PRIMARY KEY (sale_date, store)
+) PARTITION BY RANGE (sale_date);
+CREATE TABLE store_month_202406 PARTITION OF store_month
+    FOR VALUES FROM ('2024-06-01') TO ('2024-07-01');
+INSERT INTO store_month SELECT sale_date, store, total FROM store_day;
+SELECT rows_loaded, rows_replaced, skipped
+  FROM etl_replace_where('store_month', $$sale_date = '2024-06-02'$$,
+       $$SELECT sale_date, store, sum(amount) * 2 AS total FROM daily_sales
+          WHERE sale_date = '2024-06-02' GROUP BY 1, 2$$,
+       run_key => '2024-06-02');
+SELECT sale_date, store, total FROM store_month ORDER BY 1, 2;
+
+\echo '== 10. The ledger: one row per committed call, newest first'
 SELECT run_id, operation, coalesce(partition_value, '') AS value, run_key, outcome,
        batch_rows, inserted, updated, unchanged, rows_loaded, rows_replaced
   FROM idem_etl.run_history;
