@@ -7,6 +7,7 @@
 #include "postgres.h"
 
 #include "catalog/dependency.h"
+#include "access/htup_details.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -14,6 +15,8 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
+#include "utils/rel.h"
 
 #include "newpart.h"
 #include "sql_build.h"
@@ -38,7 +41,8 @@ newpart_create(TargetInfo *parent, PartKey *pk, PartSlot *slot)
 	np->schema = pstrdup(quote_identifier(get_namespace_name(get_rel_namespace(parent->relid))));
 	np->relname = psprintf("idem_etl_load_%d_%u", MyProcPid, ++serial);
 	np->qualname = psprintf("%s.%s", np->schema, quote_identifier(np->relname));
-	sqlb_exec(psprintf("CREATE TABLE %s (LIKE %s INCLUDING ALL EXCLUDING INDEXES EXCLUDING IDENTITY)",
+	sqlb_exec(psprintf("CREATE %sTABLE %s (LIKE %s INCLUDING ALL EXCLUDING INDEXES EXCLUDING IDENTITY)",
+					   get_rel_persistence(shape) == RELPERSISTENCE_UNLOGGED ? "UNLOGGED " : "",
 					   np->qualname,
 					   quote_qualified_identifier(get_namespace_name(get_rel_namespace(shape)),
 												  get_rel_name(shape))));
@@ -217,8 +221,11 @@ newpart_add_bound(const char *qualname, PartSlot *slot)
  * restricted by a policy on the partition stays restricted), the
  * partition's own triggers (those cloned from the parent come back with
  * ATTACH) and whether each is enabled, storage parameters of the table and
- * its TOAST table, the comment, table and column grants, and last the
- * owner (after which we may not alter it any more).  pg_get_triggerdef
+ * its TOAST table, the comment, table and column grants, per-column
+ * statistics targets, the replica identity (USING INDEX re-pointed to the
+ * new table's index of the same definition), and last the owner (after
+ * which we may not alter it any more).  Persistence (UNLOGGED), storage,
+ * compression and extended statistics come with CREATE TABLE ... LIKE.  pg_get_triggerdef
  * names the old table as schema.name (search_path is pinned): $3 and $4
  * are " ON old " and " ON new ".
  */
@@ -276,7 +283,25 @@ static const char *const carry_sql =
 "  CASE WHEN x.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)"
 "  FROM pg_catalog.pg_attribute t, pg_catalog.aclexplode(t.attacl) x"
 "  WHERE t.attrelid OPERATOR(pg_catalog.=) $1 AND t.attacl IS NOT NULL AND NOT t.attisdropped"
-" UNION ALL SELECT 10, pg_catalog.format('ALTER TABLE %s OWNER TO %I', $2,"
+" UNION ALL SELECT 10, pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET STATISTICS %s', $2,"
+"  t.attname, t.attstattarget)"
+"  FROM pg_catalog.pg_attribute t WHERE t.attrelid OPERATOR(pg_catalog.=) $1"
+"  AND t.attnum OPERATOR(pg_catalog.>) 0 AND NOT t.attisdropped"
+"  AND t.attstattarget OPERATOR(pg_catalog.>=) 0"
+" UNION ALL SELECT 11, pg_catalog.format('ALTER TABLE %s REPLICA IDENTITY %s', $2,"
+"  CASE WHEN c.relreplident OPERATOR(pg_catalog.=) 'f' THEN 'FULL' ELSE 'NOTHING' END)"
+"  FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1"
+"  AND c.relreplident OPERATOR(pg_catalog.=) ANY ('{f,n}'::pg_catalog.\"char\"[])"
+/* USING INDEX: the new table's index built from the old one's definition */
+" UNION ALL SELECT 12, pg_catalog.format('ALTER TABLE %s REPLICA IDENTITY USING INDEX %I', $2,"
+"  (SELECT ni.relname FROM pg_catalog.pg_index nx"
+"   JOIN pg_catalog.pg_class ni ON ni.oid OPERATOR(pg_catalog.=) nx.indexrelid"
+"   WHERE nx.indrelid OPERATOR(pg_catalog.=) $2::pg_catalog.regclass AND nx.indisunique"
+"   AND pg_catalog.substring(pg_catalog.pg_get_indexdef(nx.indexrelid), ' USING .*$')"
+"   OPERATOR(pg_catalog.=) pg_catalog.substring(pg_catalog.pg_get_indexdef(oi.indexrelid), ' USING .*$')"
+"   ORDER BY nx.indexrelid LIMIT 1))"
+"  FROM pg_catalog.pg_index oi WHERE oi.indrelid OPERATOR(pg_catalog.=) $1 AND oi.indisreplident"
+" UNION ALL SELECT 20, pg_catalog.format('ALTER TABLE %s OWNER TO %I', $2,"
 "  pg_catalog.pg_get_userbyid(c.relowner))"
 "  FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1"
 "  AND c.relowner OPERATOR(pg_catalog.<>) (SELECT relowner FROM pg_catalog.pg_class"
@@ -313,6 +338,55 @@ carry_properties(NewPart *np, Oid old)
  * proves the partition column NOT NULL, so setting that (again, directly or
  * for a primary key) needs no scan.
  */
+/*
+ * A new partition takes the parent's REPLICA IDENTITY FULL or NOTHING,
+ * which PostgreSQL does not propagate to partitions (as pg_partman's
+ * template does); USING INDEX needs an index of the partition's own.
+ */
+static void
+parent_replica_identity(NewPart *np, TargetInfo *parent)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(parent->relid));
+	char		ident;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", parent->relid);
+	ident = ((Form_pg_class) GETSTRUCT(tup))->relreplident;
+	ReleaseSysCache(tup);
+
+	if (ident == REPLICA_IDENTITY_FULL || ident == REPLICA_IDENTITY_NOTHING)
+		sqlb_exec(psprintf("ALTER TABLE %s REPLICA IDENTITY %s", np->qualname,
+						   ident == REPLICA_IDENTITY_FULL ? "FULL" : "NOTHING"));
+}
+
+/*
+ * What a replacement cannot carry over to the new table is refused before
+ * any work (0A000, naming it): membership of the partition itself in a
+ * publication (ALTER PUBLICATION is its owner's), and a replica identity
+ * index whose definition no index of the partition's shape reproduces
+ * (checked when it is carried).
+ */
+void
+newpart_check_carryable(TargetInfo *parent, Oid partoid)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1] = {ObjectIdGetDatum(partoid)};
+
+	if (SPI_execute_with_args("SELECT p.pubname FROM pg_catalog.pg_publication_rel r"
+							  " JOIN pg_catalog.pg_publication p ON p.oid OPERATOR(pg_catalog.=) r.prpubid"
+							  " WHERE r.prrelid OPERATOR(pg_catalog.=) $1 ORDER BY 1 LIMIT 1",
+							  1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "reading publications failed");
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("partition \"%s\" of \"%s\" is in publication \"%s\" by name",
+						get_rel_name(partoid), parent->relname,
+						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)),
+				 errdetail("A replaced partition is a new table, which the publication would not include."),
+				 errhint("Publish the partitioned table instead (publish_via_partition_root), or remove the partition from the publication.")));
+}
+
 void
 newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot)
 {
@@ -330,6 +404,8 @@ newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot)
 	sqlb_exec(psprintf("ANALYZE %s", np->qualname));
 	if (OidIsValid(slot->partoid))
 		carry_properties(np, slot->partoid);
+	else
+		parent_replica_identity(np, parent);
 	AtEOXact_GUC(true, nestlevel);
 }
 

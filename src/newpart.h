@@ -21,6 +21,7 @@ typedef struct NewPart
 extern NewPart *newpart_create(TargetInfo *parent, PartKey *pk, PartSlot *slot);
 extern void newpart_bound(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot);
 extern void newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot);
+extern void newpart_check_carryable(TargetInfo *parent, Oid partoid);
 extern void newpart_add_bound(const char *qualname, PartSlot *slot);
 extern void newpart_identity(TargetInfo *parent, Stage *stage, StringInfo columns,
 							 StringInfo values);

@@ -314,7 +314,10 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 			  quote_qualified_identifier(get_namespace_name(get_rel_namespace(a->target->relid)),
 										 slot->name));
 	if (OidIsValid(slot->partoid))
+	{
 		target_check_row_security(slot->partoid);
+		newpart_check_carryable(a->target, slot->partoid);
+	}
 	initStringInfo(&extra_cols);
 	initStringInfo(&extra_vals);
 	newpart_identity(a->target, &loaded, &extra_cols, &extra_vals);
