@@ -275,13 +275,117 @@ count_partitioned_inserts(TargetInfo *target, TargetKey *key, KeyedBatch *batch,
 }
 
 /*
- * Write the rows that change something.  The join drops unchanged rows
+ * The rows of the batch that change something: the join drops unchanged rows
  * (compared by binary image with idem_etl.same_image, so any column type
- * works) and rows the stored newer_column says are older, before the INSERT:
+ * works) and rows the stored newer_column says are older, before any write:
  * ON CONFLICT ... WHERE would still lock, and WAL-log, every conflicting row.
- * The INSERT's own WHERE repeats the newer_column rule for rows that changed
- * concurrently.  Rows go in key order, so overlapping concurrent batches lock
- * in the same order and cannot deadlock.
+ * With absent non-NULL, the rows also say whether the probe found no stored
+ * row, in a column of that name.
+ */
+static void
+append_delta(StringInfo sql, TargetInfo *target, TargetKey *key, Stage *stage,
+			 KeyedBatch *batch, const char *keys, char **setcols, int nset,
+			 const char *newer_column, const char *newer_ge, const char *absent)
+{
+	appendStringInfoString(sql, "SELECT ");
+	sqlb_append_columns(sql, "b", stage->columns, stage->ncolumns);
+	if (absent)
+		appendStringInfo(sql, ", t.ctid IS NULL AS %s", absent);
+	appendStringInfo(sql, " FROM (SELECT * FROM %s ORDER BY %s) b LEFT JOIN %s%s t ON ",
+					 batch->name, keys, target_only(target), target->qualname);
+	sqlb_append_key_match(sql, "t", "b", key->names, key->eqops, key->ncolumns,
+						  key->nulls_not_distinct);
+	appendStringInfoString(sql, " WHERE t.ctid IS NULL");
+	if (nset > 0)
+	{
+		appendStringInfoString(sql, " OR (NOT idem_etl.same_image(");
+		for (int i = 0; i < nset; i++)
+		{
+			const char *col = quote_identifier(setcols[i]);
+
+			appendStringInfo(sql, "%st.%s, b.%s", i ? ", " : "", col, col);
+		}
+		appendStringInfoChar(sql, ')');
+		if (newer_column)
+		{
+			appendStringInfoString(sql, " AND ");
+			append_newer_wins(sql, "t", "b", newer_column, newer_ge);
+		}
+		appendStringInfoChar(sql, ')');
+	}
+}
+
+/*
+ * INSERT INTO target ... SELECT <columns> FROM idem_delta [WHERE where]
+ * ORDER BY <key>, with ON CONFLICT unless plain.
+ */
+static void
+append_insert(StringInfo sql, TargetInfo *target, Stage *stage, const char *keys,
+			  char **setcols, int nset, const char *newer_column,
+			  const char *newer_ge, const char *where, bool plain)
+{
+	appendStringInfo(sql, "INSERT INTO %s AS t (", target->qualname);
+	sqlb_append_columns(sql, NULL, stage->columns, stage->ncolumns);
+	appendStringInfoString(sql, ") SELECT ");
+	sqlb_append_columns(sql, NULL, stage->columns, stage->ncolumns);
+	appendStringInfoString(sql, " FROM idem_delta");
+	if (where)
+		appendStringInfo(sql, " WHERE %s", where);
+	appendStringInfo(sql, " ORDER BY %s", keys);
+	if (plain)
+		return;
+	appendStringInfo(sql, " ON CONFLICT (%s) ", keys);
+	if (nset == 0)
+		appendStringInfoString(sql, "DO NOTHING");
+	else
+	{
+		appendStringInfoString(sql, "DO UPDATE SET ");
+		for (int i = 0; i < nset; i++)
+		{
+			const char *col = quote_identifier(setcols[i]);
+
+			appendStringInfo(sql, "%s%s = EXCLUDED.%s", i ? ", " : "", col, col);
+		}
+		if (newer_column)
+		{
+			appendStringInfoString(sql, " WHERE ");
+			append_newer_wins(sql, "t", "EXCLUDED", newer_column, newer_ge);
+		}
+	}
+}
+
+typedef struct MergeRun
+{
+	const char *sql;
+	int64		written;
+	int64		inserted;
+} MergeRun;
+
+static void
+run_merge(void *arg)
+{
+	MergeRun   *m = (MergeRun *) arg;
+
+	sqlb_exec(m->sql);
+	m->written = sqlb_result_int8(1);
+	m->inserted = sqlb_result_int8(2);
+}
+
+/*
+ * Write the rows that change something (append_delta), in key order, so
+ * that overlapping concurrent batches lock in the same order and cannot
+ * deadlock.  The INSERT's own WHERE repeats the newer_column rule for rows
+ * that changed concurrently.
+ *
+ * On a plain table, the rows the probe found absent are written by a plain
+ * INSERT, after the rows it found stored (INSERT ... ON CONFLICT, which
+ * also inserts those deleted meanwhile): a speculative insertion probes the
+ * index once more, and WAL-logs a confirmation, per row.  A key inserted by
+ * another transaction since the probe makes the plain INSERT fail with a
+ * unique violation: then the whole merge is rolled back to a savepoint and
+ * done again with ON CONFLICT for every row.  Partitioned targets always
+ * take that path (their inserts are counted by xmin, see
+ * count_partitioned_inserts, which a subtransaction would change).
  */
 static void
 merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
@@ -290,64 +394,15 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 {
 	StringInfoData sql;
 	StringInfoData keys;
-	int64		written;
-	int64		inserted;
+	MergeRun	m = {NULL, 0, 0};
 	int			nestlevel;
 	CommandId	merge_cid;
 	char	   *newer_ge = newer_column ?
 		newer_ge_operator(target_column(target, newer_column)) : NULL;
+	bool		done = false;
 
 	initStringInfo(&keys);
 	sqlb_append_columns(&keys, NULL, key->names, key->ncolumns);
-
-	initStringInfo(&sql);
-	appendStringInfoString(&sql, "WITH idem_delta AS (SELECT ");
-	sqlb_append_columns(&sql, "b", stage->columns, stage->ncolumns);
-	appendStringInfo(&sql, " FROM %s b LEFT JOIN %s%s t ON ",
-					 batch->name, target_only(target), target->qualname);
-	sqlb_append_key_match(&sql, "t", "b", key->names, key->eqops, key->ncolumns,
-						  key->nulls_not_distinct);
-	appendStringInfoString(&sql, " WHERE t.ctid IS NULL");
-	if (nset > 0)
-	{
-		appendStringInfoString(&sql, " OR (NOT idem_etl.same_image(");
-		for (int i = 0; i < nset; i++)
-		{
-			const char *col = quote_identifier(setcols[i]);
-
-			appendStringInfo(&sql, "%st.%s, b.%s", i ? ", " : "", col, col);
-		}
-		appendStringInfoChar(&sql, ')');
-		if (newer_column)
-		{
-			appendStringInfoString(&sql, " AND ");
-			append_newer_wins(&sql, "t", "b", newer_column, newer_ge);
-		}
-		appendStringInfoChar(&sql, ')');
-	}
-	appendStringInfo(&sql, "), idem_written AS (INSERT INTO %s AS t (", target->qualname);
-	sqlb_append_columns(&sql, NULL, stage->columns, stage->ncolumns);
-	appendStringInfoString(&sql, ") SELECT ");
-	sqlb_append_columns(&sql, NULL, stage->columns, stage->ncolumns);
-	appendStringInfo(&sql, " FROM idem_delta ORDER BY %s ON CONFLICT (%s) ", keys.data, keys.data);
-	if (nset == 0)
-		appendStringInfoString(&sql, "DO NOTHING");
-	else
-	{
-		appendStringInfoString(&sql, "DO UPDATE SET ");
-		for (int i = 0; i < nset; i++)
-		{
-			const char *col = quote_identifier(setcols[i]);
-
-			appendStringInfo(&sql, "%s%s = EXCLUDED.%s", i ? ", " : "", col, col);
-		}
-		if (newer_column)
-		{
-			appendStringInfoString(&sql, " WHERE ");
-			append_newer_wins(&sql, "t", "EXCLUDED", newer_column, newer_ge);
-		}
-	}
-	append_outcome(&sql, target);
 
 	/*
 	 * Probe the key index once per batch row, as ON CONFLICT itself does,
@@ -359,17 +414,59 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 							 GUC_ACTION_SAVE, true, 0, false);
 	(void) set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-	merge_cid = GetCurrentCommandId(false);
-	sqlb_exec(sql.data);
-	written = sqlb_result_int8(1);
-	inserted = sqlb_result_int8(2);
-	if (target->relkind != RELKIND_RELATION && written > 0)
-		inserted = count_partitioned_inserts(target, key, batch, merge_cid);
+
+	if (target->relkind == RELKIND_RELATION)
+	{
+		const char *absent = target_alias(target, "idem_absent");
+		ErrorData  *failure;
+
+		initStringInfo(&sql);
+		appendStringInfoString(&sql, "WITH idem_delta AS MATERIALIZED (");
+		append_delta(&sql, target, key, stage, batch, keys.data, setcols, nset,
+					 newer_column, newer_ge, absent);
+		appendStringInfoString(&sql, "), idem_written AS (");
+		append_insert(&sql, target, stage, keys.data, setcols, nset, newer_column,
+					  newer_ge, psprintf("NOT %s", absent), false);
+		appendStringInfoString(&sql, " RETURNING t.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid AS idem_etl_inserted),"
+							   " idem_new AS (");
+		append_insert(&sql, target, stage, keys.data, setcols, nset, newer_column,
+					  newer_ge, absent, true);
+		appendStringInfoString(&sql, " RETURNING 1)"
+							   " SELECT w.n OPERATOR(pg_catalog.+) i.n, w.ins OPERATOR(pg_catalog.+) i.n"
+							   " FROM (SELECT pg_catalog.count(*)::pg_catalog.int8 AS n,"
+							   " pg_catalog.count(*) FILTER (WHERE idem_etl_inserted)::pg_catalog.int8 AS ins"
+							   " FROM idem_written) w,"
+							   " (SELECT pg_catalog.count(*)::pg_catalog.int8 AS n FROM idem_new) i");
+		m.sql = sql.data;
+		failure = sqlb_try(run_merge, &m);
+		if (failure == NULL)
+			done = true;
+		else if (failure->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
+			ReThrowError(failure);
+		else
+			FreeErrorData(failure);
+	}
+	if (!done)
+	{
+		initStringInfo(&sql);
+		appendStringInfoString(&sql, "WITH idem_delta AS (");
+		append_delta(&sql, target, key, stage, batch, keys.data, setcols, nset,
+					 newer_column, newer_ge, NULL);
+		appendStringInfoString(&sql, "), idem_written AS (");
+		append_insert(&sql, target, stage, keys.data, setcols, nset, newer_column,
+					  newer_ge, NULL, false);
+		append_outcome(&sql, target);
+		merge_cid = GetCurrentCommandId(false);
+		m.sql = sql.data;
+		run_merge(&m);
+		if (target->relkind != RELKIND_RELATION && m.written > 0)
+			m.inserted = count_partitioned_inserts(target, key, batch, merge_cid);
+	}
 	AtEOXact_GUC(true, nestlevel);
 
-	counts->inserted = inserted;
-	counts->updated = written - inserted;
-	counts->unchanged = batch->nkeys - written;
+	counts->inserted = m.inserted;
+	counts->updated = m.written - m.inserted;
+	counts->unchanged = batch->nkeys - m.written;
 }
 
 /* Delete the slice's rows whose key is not in the batch. */
