@@ -138,3 +138,20 @@ SELECT format('%s  identical rerun with run_key (skipped): %s ms = %sx the best 
               to_char(best_rerun, 'FM9999990.0'))
   FROM tgt;
 \endif
+
+\if :with_etl
+SELECT '';
+SELECT 'Targets (issue 11, item 3: against the best hand-written strategy, (m) counted among them):';
+CREATE TEMP VIEW best_m AS
+SELECT DISTINCT ON (phase) phase, sid, label, ms
+  FROM med WHERE kind = 'hand' OR sid = 'm'
+ ORDER BY phase, ms;
+SELECT format('%s  first apply: etl_upsert_batch %s ms = %sx the best of (a)-(d) and (m), %s (%s ms); target <= 0.85x',
+              CASE WHEN e.ms <= 0.85 * b.ms THEN 'PASS' ELSE 'FAIL' END,
+              to_char(e.ms, 'FM9999990.0'), to_char(e.ms / b.ms, 'FM990.00'), b.label, to_char(b.ms, 'FM9999990.0'))
+  FROM med AS e, best_m AS b WHERE e.sid = 'e' AND e.phase = 'first' AND b.phase = 'first';
+SELECT format('%s  identical rerun: etl_upsert_batch %s ms = %sx the best of (a)-(d) and (m), %s (%s ms); target <= 0.70x',
+              CASE WHEN e.ms <= 0.7 * b.ms THEN 'PASS' ELSE 'FAIL' END,
+              to_char(e.ms, 'FM9999990.0'), to_char(e.ms / b.ms, 'FM990.00'), b.label, to_char(b.ms, 'FM9999990.0'))
+  FROM med AS e, best_m AS b WHERE e.sid = 'e' AND e.phase = 'rerun' AND b.phase = 'rerun';
+\endif
