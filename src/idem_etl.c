@@ -144,6 +144,11 @@ _PG_init(void)
 							&idem_job_retention, 7 * 24 * 3600, 0, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 
+	DefineCustomBoolVariable("idem_etl.track_progress",
+							 "Report the phase and rows of running calls in idem_etl.progress.",
+							 NULL,
+							 &idem_track_progress, true,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("idem_etl.run_retention",
 							"How long runs stay in the ledger, idem_etl.runs.",
 							"Older runs are deleted by the janitor and etl_cleanup, except those a future skip or correction depends on; 0 keeps every run.",

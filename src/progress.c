@@ -48,6 +48,7 @@ typedef struct ProgressEntry
 } ProgressEntry;
 
 static ProgressEntry *entries = NULL;	/* MaxBackends of them */
+bool		idem_track_progress = true;
 static ProgressEntry local_entry;
 static bool callback_registered = false;
 static SubTransactionId call_subid = InvalidSubTransactionId;
@@ -118,7 +119,12 @@ void
 progress_start(const char *operation, const char *target, const char *run_key)
 {
 	ProgressEntry *e = my_entry();
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now;
+
+	/* idem_etl.track_progress off: nothing is reported (as track_activities) */
+	if (!idem_track_progress)
+		return;
+	now = GetCurrentTimestamp();
 
 	if (!callback_registered)
 	{
