@@ -19,6 +19,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -353,6 +354,21 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 	{
 		StringInfoData sql;
 
+		/*
+		 * The partition's rows outside the condition are copied below and
+		 * the copy replaces it: a row written to it after the copy's
+		 * snapshot would be dropped with the old table.  Its writers wait
+		 * from here to the end of the transaction (EXCLUSIVE: readers do
+		 * not), and the copy's snapshot, taken after this wait, sees what
+		 * the writers before committed.
+		 */
+		if (OidIsValid(slot->partoid) &&
+			!ConditionalLockRelationOid(slot->partoid, ExclusiveLock))
+		{
+			progress_phase("waiting for lock", -1);
+			LockRelationOid(slot->partoid, ExclusiveLock);
+			progress_phase("staging", -1);
+		}
 		/* etl_replace_where: the source's rows of this partition ... */
 		np = newpart_create(a->target, a->pk, slot);
 		initStringInfo(&sql);
