@@ -14,6 +14,7 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_operator.h"
+#include "common/hashfn.h"
 #include "nodes/parsenodes.h"
 #include "parser/parser.h"
 #include "utils/builtins.h"
@@ -175,6 +176,76 @@ sqlb_prepare(const char *sql, int nargs, Oid *argtypes)
 	if (list_length(SPI_plan_get_plan_sources(plan)) != 1)
 		elog(ERROR, "idem_etl built a statement that is not exactly one statement");
 	return plan;
+}
+
+/*
+ * Statements idem_etl runs over and over with the same text (the merge of a
+ * small batch names the same target, columns and staged relations at each
+ * call) are parsed and planned once per session, as PL/pgSQL does with its
+ * statements.  The plan cache replans a kept plan when a relation it uses
+ * changes, or search_path, the role (for row security) or row_security;
+ * privileges are checked at every execution.  Staged relations are
+ * ephemeral and not tracked by the plan cache, but their columns are the
+ * target's, named in the text, with the target's types: a change to them
+ * is a change to the target.  Plans are kept by exact text, at most
+ * PLAN_CACHE_SIZE of them; when that is full, all are dropped and the cache
+ * starts again, so that a session of many different targets holds a
+ * bounded amount of memory.
+ */
+#define PLAN_CACHE_SIZE 32
+
+typedef struct KeptStatement
+{
+	uint32		hash;
+	char	   *sql;
+	SPIPlanPtr	plan;
+} KeptStatement;
+
+static KeptStatement plan_cache[PLAN_CACHE_SIZE];
+static int	plan_cache_used = 0;
+
+static SPIPlanPtr
+cached_plan(const char *sql)
+{
+	size_t		len = strlen(sql);
+	uint32		h = hash_bytes((const unsigned char *) sql, (int) len);
+	KeptStatement *entry;
+	SPIPlanPtr	plan;
+
+	for (int i = 0; i < plan_cache_used; i++)
+	{
+		entry = &plan_cache[i];
+		if (entry->hash == h && strcmp(entry->sql, sql) == 0)
+			return entry->plan;
+	}
+	if (plan_cache_used == PLAN_CACHE_SIZE)
+	{
+		for (int i = 0; i < plan_cache_used; i++)
+		{
+			SPI_freeplan(plan_cache[i].plan);
+			pfree(plan_cache[i].sql);
+		}
+		plan_cache_used = 0;
+	}
+	plan = sqlb_prepare(sql, 0, NULL);
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "could not keep the plan of a statement");
+	entry = &plan_cache[plan_cache_used++];
+	entry->hash = h;
+	entry->sql = MemoryContextStrdup(TopMemoryContext, sql);
+	entry->plan = plan;
+	return plan;
+}
+
+/* sqlb_exec through a plan kept for the session (cached_plan). */
+uint64
+sqlb_exec_cached(const char *sql)
+{
+	int			rc = SPI_execute_plan(cached_plan(sql), NULL, NULL, false, 0);
+
+	if (rc < 0)
+		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+	return SPI_processed;
 }
 
 uint64

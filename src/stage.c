@@ -53,11 +53,10 @@
 static StagedRel *
 stage_register(const char *purpose, TupleDesc desc)
 {
-	static uint32 serial = 0;
 	StagedRel  *rel = palloc0(sizeof(StagedRel));
 	EphemeralNamedRelation enr = palloc0(sizeof(EphemeralNamedRelationData));
 
-	rel->name = psprintf("idem_etl_%s_%u", purpose, ++serial);
+	rel->name = psprintf("idem_etl_%s", purpose);
 	rel->desc = desc;
 	rel->store = tuplestore_begin_heap(false, false, work_mem);
 	enr->md.name = rel->name;
@@ -70,12 +69,28 @@ stage_register(const char *purpose, TupleDesc desc)
 	return rel;
 }
 
-/* Publish the relation for the statements that follow, with its row count. */
+/*
+ * Publish the relation for the statements that follow, with its row count.
+ * Its name is the same at every call (idem_etl_<purpose>), so that the
+ * statements reading it have the same text each time and their plans can be
+ * kept (sqlb_exec_cached); only when that name is taken in this SPI
+ * connection does it get a number.
+ */
 static void
 stage_publish(StagedRel *rel)
 {
+	static uint32 serial = 0;
+	int			rc;
+
 	rel->enr->md.enrtuples = (double) rel->nrows;
-	if (SPI_register_relation(rel->enr) != SPI_OK_REL_REGISTER)
+	rc = SPI_register_relation(rel->enr);
+	if (rc == SPI_ERROR_REL_DUPLICATE)
+	{
+		rel->name = psprintf("%s_%u", rel->name, ++serial);
+		rel->enr->md.name = rel->name;
+		rc = SPI_register_relation(rel->enr);
+	}
+	if (rc != SPI_OK_REL_REGISTER)
 		elog(ERROR, "could not register staged relation %s", rel->name);
 }
 
@@ -117,7 +132,9 @@ stage_query(const char *sql, const char *purpose)
 
 /*
  * Check the source and match its columns to the target's by name.  Planning
- * the query gives its result columns without running it.
+ * the query gives its result columns without running it; the plan is kept
+ * in stage->plan for stage_load, so that the source is parsed and planned
+ * once.
  */
 Stage *
 stage_plan(TargetInfo *target, const char *source)
@@ -154,7 +171,7 @@ stage_plan(TargetInfo *target, const char *source)
 					 errhint("Give each source column a distinct name with AS.")));
 		in_source[pos] = true;
 	}
-	SPI_freeplan(plan);
+	stage->plan = plan;
 
 	stage->columns = palloc(sizeof(char *) * target->ncolumns);
 	for (int i = 0; i < target->ncolumns; i++)
@@ -205,72 +222,6 @@ stage_fill(Stage *stage, const char *into, const char *extra_columns,
 }
 
 /*
- * The receiver that stages the source: each value is coerced to its target
- * column's type exactly as INSERT would (assignment coercion, typmod and
- * domain checks), and detoasted, so that the stage holds the values as they
- * would be stored and depends on no other table's TOAST data.
- */
-typedef struct StageReceiver
-{
-	DestReceiver pub;
-	StagedRel  *rel;
-	ExprState **coerce;			/* per column; NULL when the types match */
-	ExprContext *econtext;
-	MemoryContext rowcxt;
-	Datum	   *values;
-	bool	   *nulls;
-} StageReceiver;
-
-static bool
-stage_receive(TupleTableSlot *slot, DestReceiver *self)
-{
-	StageReceiver *r = (StageReceiver *) self;
-	TupleDesc	desc = r->rel->desc;
-	MemoryContext oldcxt = MemoryContextSwitchTo(r->rowcxt);
-
-	slot_getallattrs(slot);
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Datum		value = slot->tts_values[i];
-		bool		isnull = slot->tts_isnull[i];
-
-		if (r->coerce[i])
-		{
-			r->econtext->caseValue_datum = value;
-			r->econtext->caseValue_isNull = isnull;
-			value = ExecEvalExpr(r->coerce[i], r->econtext, &isnull);
-		}
-		if (!isnull && TupleDescAttr(desc, i)->attlen == -1 &&
-			VARATT_IS_EXTERNAL(DatumGetPointer(value)))
-			value = PointerGetDatum(detoast_external_attr((struct varlena *) DatumGetPointer(value)));
-		r->values[i] = value;
-		r->nulls[i] = isnull;
-	}
-	tuplestore_putvalues(r->rel->store, desc, r->values, r->nulls);
-	MemoryContextSwitchTo(oldcxt);
-	MemoryContextReset(r->rowcxt);
-	ResetExprContext(r->econtext);
-	if (++r->rel->nrows % 1024 == 0)
-		progress_rows(r->rel->nrows);
-	return true;
-}
-
-static void
-stage_receiver_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
-{
-}
-
-static void
-stage_receiver_shutdown(DestReceiver *self)
-{
-}
-
-static void
-stage_receiver_destroy(DestReceiver *self)
-{
-}
-
-/*
  * How source column i (of type srcdesc's) becomes a value of target column
  * col: NULL when it already is one, else the coercion INSERT applies.
  */
@@ -301,6 +252,99 @@ coercion_for(Form_pg_attribute src, TargetColumn *col)
 }
 
 /*
+ * The receiver that stages the source: each value is coerced to its target
+ * column's type exactly as INSERT would (assignment coercion, typmod and
+ * domain checks), and detoasted, so that the stage holds the values as they
+ * would be stored and depends on no other table's TOAST data.
+ */
+typedef struct StageReceiver
+{
+	DestReceiver pub;
+	StagedRel  *rel;
+	Stage	   *stage;
+	TargetInfo *target;
+	int		   *source_att;		/* per staged column, its source column */
+	ExprState **coerce;			/* per column; NULL when the types match */
+	ExprContext *econtext;
+	MemoryContext rowcxt;
+	Datum	   *values;
+	bool	   *nulls;
+} StageReceiver;
+
+static bool
+stage_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	StageReceiver *r = (StageReceiver *) self;
+	TupleDesc	desc = r->rel->desc;
+	MemoryContext oldcxt = MemoryContextSwitchTo(r->rowcxt);
+
+	slot_getallattrs(slot);
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Datum		value = slot->tts_values[r->source_att[i]];
+		bool		isnull = slot->tts_isnull[r->source_att[i]];
+
+		if (r->coerce[i])
+		{
+			r->econtext->caseValue_datum = value;
+			r->econtext->caseValue_isNull = isnull;
+			value = ExecEvalExpr(r->coerce[i], r->econtext, &isnull);
+		}
+		if (!isnull && TupleDescAttr(desc, i)->attlen == -1 &&
+			VARATT_IS_EXTERNAL(DatumGetPointer(value)))
+			value = PointerGetDatum(detoast_external_attr((struct varlena *) DatumGetPointer(value)));
+		r->values[i] = value;
+		r->nulls[i] = isnull;
+	}
+	tuplestore_putvalues(r->rel->store, desc, r->values, r->nulls);
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextReset(r->rowcxt);
+	ResetExprContext(r->econtext);
+	if (++r->rel->nrows % 1024 == 0)
+		progress_rows(r->rel->nrows);
+	return true;
+}
+
+/*
+ * Match the source's columns, as the plan returns them now (a replan since
+ * stage_plan looked may have changed them), to the staged ones by name, and
+ * prepare the coercions.
+ */
+static void
+stage_receiver_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+	StageReceiver *r = (StageReceiver *) self;
+
+	for (int i = 0; i < r->stage->ncolumns; i++)
+	{
+		const char *name = r->stage->columns[i];
+
+		r->source_att[i] = -1;
+		for (int a = 0; a < typeinfo->natts; a++)
+			if (strcmp(NameStr(TupleDescAttr(typeinfo, a)->attname), name) == 0)
+				r->source_att[i] = a;
+		if (r->source_att[i] < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" is missing from the source", name),
+					 errdetail("An object the source reads changed while the batch was being staged."),
+					 errhint("Run the call again.")));
+		r->coerce[i] = coercion_for(TupleDescAttr(typeinfo, r->source_att[i]),
+									target_column(r->target, name));
+	}
+}
+
+static void
+stage_receiver_shutdown(DestReceiver *self)
+{
+}
+
+static void
+stage_receiver_destroy(DestReceiver *self)
+{
+}
+
+/*
  * Run the source, once, into a staged relation with the target's column
  * types, in the caller's statement snapshot (read-only execution uses the
  * active snapshot as it is): the source sees what the calling statement
@@ -309,9 +353,6 @@ coercion_for(Form_pg_attribute src, TargetColumn *col)
 void
 stage_load(Stage *stage, TargetInfo *target)
 {
-	StringInfoData sql;
-	SPIPlanPtr	plan;
-	CachedPlanSource *ps;
 	TupleDesc	desc = CreateTemplateTupleDesc(stage->ncolumns);
 	StageReceiver r;
 	SPIExecuteOptions options;
@@ -325,13 +366,6 @@ stage_load(Stage *stage, TargetInfo *target)
 		TupleDescInitEntryCollation(desc, i + 1, col->collation);
 	}
 
-	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT ");
-	sqlb_append_columns(&sql, "idem_src", stage->columns, stage->ncolumns);
-	appendStringInfo(&sql, " FROM (%s\n) AS idem_src", stage->body);
-	plan = sqlb_prepare(sql.data, 0, NULL);
-	ps = linitial(SPI_plan_get_plan_sources(plan));
-
 	memset(&r, 0, sizeof(r));
 	r.pub.receiveSlot = stage_receive;
 	r.pub.rStartup = stage_receiver_startup;
@@ -339,10 +373,10 @@ stage_load(Stage *stage, TargetInfo *target)
 	r.pub.rDestroy = stage_receiver_destroy;
 	r.pub.mydest = DestTuplestore;
 	r.rel = stage_register("stage", desc);
+	r.stage = stage;
+	r.target = target;
+	r.source_att = palloc(sizeof(int) * stage->ncolumns);
 	r.coerce = palloc0(sizeof(ExprState *) * stage->ncolumns);
-	for (int i = 0; i < stage->ncolumns; i++)
-		r.coerce[i] = coercion_for(TupleDescAttr(ps->resultDesc, i),
-								   target_column(target, stage->columns[i]));
 	r.econtext = CreateStandaloneExprContext();
 	r.rowcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl staging row",
 									 ALLOCSET_DEFAULT_SIZES);
@@ -352,12 +386,13 @@ stage_load(Stage *stage, TargetInfo *target)
 	memset(&options, 0, sizeof(options));
 	options.read_only = true;
 	options.dest = (DestReceiver *) &r;
-	rc = SPI_execute_plan_extended(plan, &options);
+	rc = SPI_execute_plan_extended(stage->plan, &options);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "loading the source failed: %s", SPI_result_code_string(rc));
 	FreeExprContext(r.econtext, true);
 	MemoryContextDelete(r.rowcxt);
-	SPI_freeplan(plan);
+	SPI_freeplan(stage->plan);
+	stage->plan = NULL;
 
 	stage_publish(r.rel);
 	stage->staged = r.rel;

@@ -29,6 +29,8 @@ typedef struct Stage
 								 * (stage_fill) */
 	StagedRel  *staged;			/* NULL when in a table */
 	char	   *body;			/* the source query, checked */
+	SPIPlanPtr	plan;			/* SELECT * FROM (body), made by stage_plan,
+								 * run and freed by stage_load */
 	int			ncolumns;		/* the columns to write, in target order */
 	char	  **columns;
 	int64		nrows;
