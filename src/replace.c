@@ -462,7 +462,7 @@ replace_in_table(ReplaceArgs *a, const char *value, ReplaceResult *r)
 	ledger_lock_partition(a->target->relid, bound);
 	start_run(&run, a, value, bound, a->target->qualname);
 	progress_phase("staging", -1);
-	stage_load(&batch, a->target);
+	stage_load(&batch, a->target, NULL);
 	audit_expect(a->expect, batch.name, a->target->relname);
 	sqlb_exec(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8,"
 					   " pg_catalog.min(coalesce(%s::pg_catalog.text, 'NULL'))"
@@ -840,7 +840,7 @@ etl_replace_partitions(PG_FUNCTION_ARGS)
 	col = quote_identifier(a.pk->column->name);
 
 	progress_phase("staging", -1);
-	stage_load(a.stage, a.target);
+	stage_load(a.stage, a.target, NULL);
 	audit_expect(a.expect, a.stage->name, a.target->relname);
 	nulls = sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s WHERE %s IS NULL",
 									a.stage->name, col));
@@ -988,7 +988,7 @@ where_run(ReplaceArgs *a, char *run_key, LedgerRun *run, ReplaceResult *total)
 	StringInfoData opts;
 
 	progress_phase("staging", -1);
-	stage_load(a->stage, a->target);
+	stage_load(a->stage, a->target, NULL);
 	audit_expect(a->expect, a->stage->name, a->target->relname);
 	check_source_inside(a);
 

@@ -222,185 +222,6 @@ stage_fill(Stage *stage, const char *into, const char *extra_columns,
 }
 
 /*
- * How source column i (of type srcdesc's) becomes a value of target column
- * col: NULL when it already is one, else the coercion INSERT applies.
- */
-static ExprState *
-coercion_for(Form_pg_attribute src, TargetColumn *col)
-{
-	CaseTestExpr *placeholder;
-	Node	   *expr;
-
-	if (src->atttypid == col->typid && (src->atttypmod == col->typmod || col->typmod < 0))
-		return NULL;
-	placeholder = makeNode(CaseTestExpr);
-	placeholder->typeId = src->atttypid;
-	placeholder->typeMod = src->atttypmod;
-	placeholder->collation = src->attcollation;
-	expr = coerce_to_target_type(NULL, (Node *) placeholder, src->atttypid,
-								 col->typid, col->typmod,
-								 COERCION_ASSIGNMENT, COERCE_IMPLICIT_CAST, -1);
-	if (expr == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("column \"%s\" is of type %s but the source's column is of type %s",
-						col->name, format_type_be(col->typid), format_type_be(src->atttypid)),
-				 errhint("Cast the column in the source query.")));
-	if (expr == (Node *) placeholder)
-		return NULL;
-	return ExecInitExpr(expression_planner((Expr *) expr), NULL);
-}
-
-/*
- * The receiver that stages the source: each value is coerced to its target
- * column's type exactly as INSERT would (assignment coercion, typmod and
- * domain checks), and detoasted, so that the stage holds the values as they
- * would be stored and depends on no other table's TOAST data.
- */
-typedef struct StageReceiver
-{
-	DestReceiver pub;
-	StagedRel  *rel;
-	Stage	   *stage;
-	TargetInfo *target;
-	int		   *source_att;		/* per staged column, its source column */
-	ExprState **coerce;			/* per column; NULL when the types match */
-	ExprContext *econtext;
-	MemoryContext rowcxt;
-	Datum	   *values;
-	bool	   *nulls;
-} StageReceiver;
-
-static bool
-stage_receive(TupleTableSlot *slot, DestReceiver *self)
-{
-	StageReceiver *r = (StageReceiver *) self;
-	TupleDesc	desc = r->rel->desc;
-	MemoryContext oldcxt = MemoryContextSwitchTo(r->rowcxt);
-
-	slot_getallattrs(slot);
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Datum		value = slot->tts_values[r->source_att[i]];
-		bool		isnull = slot->tts_isnull[r->source_att[i]];
-
-		if (r->coerce[i])
-		{
-			r->econtext->caseValue_datum = value;
-			r->econtext->caseValue_isNull = isnull;
-			value = ExecEvalExpr(r->coerce[i], r->econtext, &isnull);
-		}
-		if (!isnull && TupleDescAttr(desc, i)->attlen == -1 &&
-			VARATT_IS_EXTERNAL(DatumGetPointer(value)))
-			value = PointerGetDatum(detoast_external_attr((struct varlena *) DatumGetPointer(value)));
-		r->values[i] = value;
-		r->nulls[i] = isnull;
-	}
-	tuplestore_putvalues(r->rel->store, desc, r->values, r->nulls);
-	MemoryContextSwitchTo(oldcxt);
-	MemoryContextReset(r->rowcxt);
-	ResetExprContext(r->econtext);
-	if (++r->rel->nrows % 1024 == 0)
-		progress_rows(r->rel->nrows);
-	return true;
-}
-
-/*
- * Match the source's columns, as the plan returns them now (a replan since
- * stage_plan looked may have changed them), to the staged ones by name, and
- * prepare the coercions.
- */
-static void
-stage_receiver_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
-{
-	StageReceiver *r = (StageReceiver *) self;
-
-	for (int i = 0; i < r->stage->ncolumns; i++)
-	{
-		const char *name = r->stage->columns[i];
-
-		r->source_att[i] = -1;
-		for (int a = 0; a < typeinfo->natts; a++)
-			if (strcmp(NameStr(TupleDescAttr(typeinfo, a)->attname), name) == 0)
-				r->source_att[i] = a;
-		if (r->source_att[i] < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("column \"%s\" is missing from the source", name),
-					 errdetail("An object the source reads changed while the batch was being staged."),
-					 errhint("Run the call again.")));
-		r->coerce[i] = coercion_for(TupleDescAttr(typeinfo, r->source_att[i]),
-									target_column(r->target, name));
-	}
-}
-
-static void
-stage_receiver_shutdown(DestReceiver *self)
-{
-}
-
-static void
-stage_receiver_destroy(DestReceiver *self)
-{
-}
-
-/*
- * Run the source, once, into a staged relation with the target's column
- * types, in the caller's statement snapshot (read-only execution uses the
- * active snapshot as it is): the source sees what the calling statement
- * sees.
- */
-void
-stage_load(Stage *stage, TargetInfo *target)
-{
-	TupleDesc	desc = CreateTemplateTupleDesc(stage->ncolumns);
-	StageReceiver r;
-	SPIExecuteOptions options;
-	int			rc;
-
-	for (int i = 0; i < stage->ncolumns; i++)
-	{
-		TargetColumn *col = target_column(target, stage->columns[i]);
-
-		TupleDescInitEntry(desc, i + 1, col->name, col->typid, col->typmod, 0);
-		TupleDescInitEntryCollation(desc, i + 1, col->collation);
-	}
-
-	memset(&r, 0, sizeof(r));
-	r.pub.receiveSlot = stage_receive;
-	r.pub.rStartup = stage_receiver_startup;
-	r.pub.rShutdown = stage_receiver_shutdown;
-	r.pub.rDestroy = stage_receiver_destroy;
-	r.pub.mydest = DestTuplestore;
-	r.rel = stage_register("stage", desc);
-	r.stage = stage;
-	r.target = target;
-	r.source_att = palloc(sizeof(int) * stage->ncolumns);
-	r.coerce = palloc0(sizeof(ExprState *) * stage->ncolumns);
-	r.econtext = CreateStandaloneExprContext();
-	r.rowcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl staging row",
-									 ALLOCSET_DEFAULT_SIZES);
-	r.values = palloc(sizeof(Datum) * stage->ncolumns);
-	r.nulls = palloc(sizeof(bool) * stage->ncolumns);
-
-	memset(&options, 0, sizeof(options));
-	options.read_only = true;
-	options.dest = (DestReceiver *) &r;
-	rc = SPI_execute_plan_extended(stage->plan, &options);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "loading the source failed: %s", SPI_result_code_string(rc));
-	FreeExprContext(r.econtext, true);
-	MemoryContextDelete(r.rowcxt);
-	SPI_freeplan(stage->plan);
-	stage->plan = NULL;
-
-	stage_publish(r.rel);
-	stage->staged = r.rel;
-	stage->name = r.rel->name;
-	stage->nrows = r.rel->nrows;
-}
-
-/*
  * Feed one attribute's binary image into the two hash lanes.  seed is the
  * column's position among the source's columns (1, 2, ...), whatever the
  * attribute number in the relation read, so that rows hash alike whether
@@ -486,7 +307,7 @@ key_hashers(TupleDesc desc, TargetKey *key)
 
 /* Returns false when the key has a NULL, which the caller counts. */
 static bool
-hash_key(KeyHasher *kh, int nkeys, TupleDesc desc, TupleTableSlot *slot,
+hash_key(KeyHasher *kh, int nkeys, TupleDesc desc, Datum *values, bool *isnull,
 		 bool nulls_hash, uint64 *result)
 {
 	uint64		h[2] = {0, 0};
@@ -495,16 +316,14 @@ hash_key(KeyHasher *kh, int nkeys, TupleDesc desc, TupleTableSlot *slot,
 	{
 		int			a = kh[i].attno;
 
-		if (slot->tts_isnull[a] && !nulls_hash)
+		if (isnull[a] && !nulls_hash)
 			return false;
-		if (kh[i].use_proc && !slot->tts_isnull[a])
+		if (kh[i].use_proc && !isnull[a])
 			h[0] = hash_combine64(h[0],
 								  DatumGetUInt64(FunctionCall2Coll(&kh[i].proc, kh[i].collation,
-																   slot->tts_values[a],
-																   Int64GetDatum(0))));
+																   values[a], Int64GetDatum(0))));
 		else
-			hash_attribute(TupleDescAttr(desc, a), a + 1, slot->tts_values[a],
-						   slot->tts_isnull[a], h);
+			hash_attribute(TupleDescAttr(desc, a), a + 1, values[a], isnull[a], h);
 	}
 	*result = h[0] ^ h[1];
 	return true;
@@ -533,23 +352,283 @@ source_attnums(Stage *stage, TupleDesc desc)
 	return atts;
 }
 
-/* Add one row's hash (columns atts of slot) to the multiset sum. */
+/* Add one row's hash (columns atts of values, or all) to the multiset sum. */
 static void
-hash_row(TupleDesc desc, TupleTableSlot *slot, const AttrNumber *atts, int natts,
-		 uint64 *sum)
+hash_row(TupleDesc desc, Datum *values, bool *isnull, const AttrNumber *atts,
+		 int natts, uint64 *sum)
 {
 	uint64		h[2] = {0, 0};
 
-	slot_getallattrs(slot);
 	for (int i = 0; i < natts; i++)
 	{
 		int			a = (atts ? atts[i] : i + 1) - 1;
 
-		hash_attribute(TupleDescAttr(desc, a), i + 1, slot->tts_values[a],
-					   slot->tts_isnull[a], h);
+		hash_attribute(TupleDescAttr(desc, a), i + 1, values[a], isnull[a], h);
 	}
 	sum[0] += h[0];
 	sum[1] += h[1];
+}
+
+/*
+ * What one pass over a batch gathers (see stage_scan), row by row: while it
+ * is staged (stage_receive), or from a table loaded from the source.
+ */
+typedef struct BatchHashes
+{
+	TupleDesc	desc;			/* of the rows added */
+	AttrNumber *atts;			/* the source's columns in desc, 1-based */
+	int			natts;
+	TargetKey  *key;			/* NULL: no key checks */
+	KeyHasher  *kh;
+	uint64		sum[2];
+	int64		null_key_rows;
+	uint64	   *key_hashes;		/* NULL once there are too many */
+	int64		nkey_hashes;
+	int64		capacity;		/* of key_hashes */
+	int64		max_key_hashes; /* what fits in work_mem */
+} BatchHashes;
+
+static void
+hashes_begin(BatchHashes *bh, Stage *stage, TupleDesc desc, TargetKey *key)
+{
+	memset(bh, 0, sizeof(BatchHashes));
+	bh->desc = desc;
+	bh->atts = source_attnums(stage, desc);
+	bh->natts = stage->ncolumns;
+	bh->key = key;
+	if (key == NULL)
+		return;
+	bh->kh = key_hashers(desc, key);
+	bh->max_key_hashes = Min((int64) work_mem * 1024L, (int64) MaxAllocSize) / sizeof(uint64);
+	bh->capacity = Min(bh->max_key_hashes, 1024);
+	bh->key_hashes = palloc(sizeof(uint64) * bh->capacity);
+}
+
+/*
+ * Add one row (values and isnull as desc lays them out); allocations
+ * other than key_hashes go to the caller's short-lived context.
+ */
+static void
+hashes_add(BatchHashes *bh, Datum *values, bool *isnull)
+{
+	uint64		keyhash;
+
+	hash_row(bh->desc, values, isnull, bh->atts, bh->natts, bh->sum);
+	if (bh->key == NULL)
+		return;
+	if (!hash_key(bh->kh, bh->key->ncolumns, bh->desc, values, isnull,
+				  bh->key->nulls_not_distinct, &keyhash))
+		bh->null_key_rows++;
+	else if (bh->key_hashes != NULL)
+	{
+		if (bh->nkey_hashes == bh->max_key_hashes)
+		{
+			/* more than work_mem holds: dedup.c checks the keys in SQL */
+			pfree(bh->key_hashes);
+			bh->key_hashes = NULL;
+			return;
+		}
+		if (bh->nkey_hashes == bh->capacity)
+		{
+			bh->capacity = Min(bh->capacity * 2, bh->max_key_hashes);
+			bh->key_hashes = repalloc(bh->key_hashes, sizeof(uint64) * bh->capacity);
+		}
+		bh->key_hashes[bh->nkey_hashes++] = keyhash;
+	}
+}
+
+/* The key checks' part of what was gathered, for dedup.c. */
+static void
+hashes_end(BatchHashes *bh, Stage *stage)
+{
+	stage->null_key_rows = bh->null_key_rows;
+	stage->key_hashes = bh->key_hashes;
+	stage->nkey_hashes = bh->key_hashes ? bh->nkey_hashes : 0;
+	stage->sum[0] = bh->sum[0];
+	stage->sum[1] = bh->sum[1];
+}
+
+/*
+ * How source column i (of type srcdesc's) becomes a value of target column
+ * col: NULL when it already is one, else the coercion INSERT applies.
+ */
+static ExprState *
+coercion_for(Form_pg_attribute src, TargetColumn *col)
+{
+	CaseTestExpr *placeholder;
+	Node	   *expr;
+
+	if (src->atttypid == col->typid && (src->atttypmod == col->typmod || col->typmod < 0))
+		return NULL;
+	placeholder = makeNode(CaseTestExpr);
+	placeholder->typeId = src->atttypid;
+	placeholder->typeMod = src->atttypmod;
+	placeholder->collation = src->attcollation;
+	expr = coerce_to_target_type(NULL, (Node *) placeholder, src->atttypid,
+								 col->typid, col->typmod,
+								 COERCION_ASSIGNMENT, COERCE_IMPLICIT_CAST, -1);
+	if (expr == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" is of type %s but the source's column is of type %s",
+						col->name, format_type_be(col->typid), format_type_be(src->atttypid)),
+				 errhint("Cast the column in the source query.")));
+	if (expr == (Node *) placeholder)
+		return NULL;
+	return ExecInitExpr(expression_planner((Expr *) expr), NULL);
+}
+
+/*
+ * The receiver that stages the source: each value is coerced to its target
+ * column's type exactly as INSERT would (assignment coercion, typmod and
+ * domain checks), and detoasted, so that the stage holds the values as they
+ * would be stored and depends on no other table's TOAST data.
+ */
+typedef struct StageReceiver
+{
+	DestReceiver pub;
+	StagedRel  *rel;
+	Stage	   *stage;
+	TargetInfo *target;
+	int		   *source_att;		/* per staged column, its source column */
+	ExprState **coerce;			/* per column; NULL when the types match */
+	ExprContext *econtext;
+	MemoryContext rowcxt;
+	Datum	   *values;
+	bool	   *nulls;
+	BatchHashes hashes;
+} StageReceiver;
+
+static bool
+stage_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	StageReceiver *r = (StageReceiver *) self;
+	TupleDesc	desc = r->rel->desc;
+	MemoryContext oldcxt = MemoryContextSwitchTo(r->rowcxt);
+
+	slot_getallattrs(slot);
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Datum		value = slot->tts_values[r->source_att[i]];
+		bool		isnull = slot->tts_isnull[r->source_att[i]];
+
+		if (r->coerce[i])
+		{
+			r->econtext->caseValue_datum = value;
+			r->econtext->caseValue_isNull = isnull;
+			value = ExecEvalExpr(r->coerce[i], r->econtext, &isnull);
+		}
+		if (!isnull && TupleDescAttr(desc, i)->attlen == -1 &&
+			VARATT_IS_EXTERNAL(DatumGetPointer(value)))
+			value = PointerGetDatum(detoast_external_attr((struct varlena *) DatumGetPointer(value)));
+		r->values[i] = value;
+		r->nulls[i] = isnull;
+	}
+	tuplestore_putvalues(r->rel->store, desc, r->values, r->nulls);
+	hashes_add(&r->hashes, r->values, r->nulls);
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextReset(r->rowcxt);
+	ResetExprContext(r->econtext);
+	if (++r->rel->nrows % 1024 == 0)
+		progress_rows(r->rel->nrows);
+	return true;
+}
+
+/*
+ * Match the source's columns, as the plan returns them now (a replan since
+ * stage_plan looked may have changed them), to the staged ones by name, and
+ * prepare the coercions.
+ */
+static void
+stage_receiver_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+	StageReceiver *r = (StageReceiver *) self;
+
+	for (int i = 0; i < r->stage->ncolumns; i++)
+	{
+		const char *name = r->stage->columns[i];
+
+		r->source_att[i] = -1;
+		for (int a = 0; a < typeinfo->natts; a++)
+			if (strcmp(NameStr(TupleDescAttr(typeinfo, a)->attname), name) == 0)
+				r->source_att[i] = a;
+		if (r->source_att[i] < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" is missing from the source", name),
+					 errdetail("An object the source reads changed while the batch was being staged."),
+					 errhint("Run the call again.")));
+		r->coerce[i] = coercion_for(TupleDescAttr(typeinfo, r->source_att[i]),
+									target_column(r->target, name));
+	}
+}
+
+static void
+stage_receiver_shutdown(DestReceiver *self)
+{
+}
+
+static void
+stage_receiver_destroy(DestReceiver *self)
+{
+}
+
+/*
+ * Run the source, once, into a staged relation with the target's column
+ * types, in the caller's statement snapshot (read-only execution uses the
+ * active snapshot as it is): the source sees what the calling statement
+ * sees.  What stage_scan reports (fingerprint, and with key, the key
+ * checks) is gathered on the way.
+ */
+void
+stage_load(Stage *stage, TargetInfo *target, TargetKey *key)
+{
+	TupleDesc	desc = CreateTemplateTupleDesc(stage->ncolumns);
+	StageReceiver r;
+	SPIExecuteOptions options;
+	int			rc;
+
+	for (int i = 0; i < stage->ncolumns; i++)
+	{
+		TargetColumn *col = target_column(target, stage->columns[i]);
+
+		TupleDescInitEntry(desc, i + 1, col->name, col->typid, col->typmod, 0);
+		TupleDescInitEntryCollation(desc, i + 1, col->collation);
+	}
+
+	memset(&r, 0, sizeof(r));
+	r.pub.receiveSlot = stage_receive;
+	r.pub.rStartup = stage_receiver_startup;
+	r.pub.rShutdown = stage_receiver_shutdown;
+	r.pub.rDestroy = stage_receiver_destroy;
+	r.pub.mydest = DestTuplestore;
+	r.rel = stage_register("stage", desc);
+	r.stage = stage;
+	r.target = target;
+	r.source_att = palloc(sizeof(int) * stage->ncolumns);
+	r.coerce = palloc0(sizeof(ExprState *) * stage->ncolumns);
+	r.econtext = CreateStandaloneExprContext();
+	r.rowcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl staging row",
+									 ALLOCSET_DEFAULT_SIZES);
+	r.values = palloc(sizeof(Datum) * stage->ncolumns);
+	r.nulls = palloc(sizeof(bool) * stage->ncolumns);
+	hashes_begin(&r.hashes, stage, desc, key);
+
+	memset(&options, 0, sizeof(options));
+	options.read_only = true;
+	options.dest = (DestReceiver *) &r;
+	rc = SPI_execute_plan_extended(stage->plan, &options);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "loading the source failed: %s", SPI_result_code_string(rc));
+	FreeExprContext(r.econtext, true);
+	MemoryContextDelete(r.rowcxt);
+
+	hashes_end(&r.hashes, stage);
+	stage->hashed_key = key;
+	stage_publish(r.rel);
+	stage->staged = r.rel;
+	stage->name = r.rel->name;
+	stage->nrows = r.rel->nrows;
 }
 
 /*
@@ -583,84 +662,56 @@ stage_fingerprint(const uint64 *sum, int64 nrows, const char *options)
  * - and a 64-bit hash of every key, which dedup.c sorts to prove the keys unique
  *   without an aggregate over the batch.  They are kept only while they fit
  *   in work_mem; beyond that dedup.c checks the keys in SQL instead.
+ *
+ * A staged batch is hashed as it is staged (stage_load), with no second
+ * pass: then this only mixes in the options.  A table loaded by stage_fill
+ * is read once here.
  */
 char *
 stage_scan(Stage *stage, TargetKey *key, const char *options)
 {
-	Relation	rel = NULL;
-	Snapshot	snap = NULL;
-	TableScanDesc scan = NULL;
-	int			readptr = 0;
+	Relation	rel;
+	Snapshot	snap;
+	TableScanDesc scan;
 	TupleTableSlot *slot;
-	TupleDesc	desc;
-	AttrNumber *atts;
-	KeyHasher  *kh;
+	BatchHashes bh;
 	MemoryContext rowcxt;
 	MemoryContext oldcxt;
-	uint64		sum[2] = {0, 0};
 
+	/* a staged relation: gathered while staging (stage_load) */
 	if (stage->staged)
 	{
-		desc = stage->staged->desc;
-		slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
-		readptr = tuplestore_alloc_read_pointer(stage->staged->store, EXEC_FLAG_REWIND);
-		tuplestore_select_read_pointer(stage->staged->store, readptr);
-		tuplestore_rescan(stage->staged->store);
+		Assert(key == stage->hashed_key);
+		return stage_fingerprint(stage->sum, stage->nrows, options);
 	}
-	else
-	{
-		/* a table loaded by stage_fill in this transaction */
-		CommandCounterIncrement();
-		rel = relation_open(DatumGetObjectId(DirectFunctionCall1(regclassin,
-																 CStringGetDatum(stage->name))),
-							AccessShareLock);
-		desc = RelationGetDescr(rel);
-		snap = RegisterSnapshot(GetLatestSnapshot());
-		scan = table_beginscan(rel, snap, 0, NULL);
-		slot = table_slot_create(rel, NULL);
-	}
-	atts = source_attnums(stage, desc);
-	kh = key ? key_hashers(desc, key) : NULL;
-	stage->null_key_rows = 0;
-	stage->nkey_hashes = 0;
-	stage->key_hashes = NULL;
-	if (key && stage->nrows > 0 &&
-		stage->nrows <= (int64) work_mem * 1024L / sizeof(uint64))
-		stage->key_hashes = palloc(sizeof(uint64) * stage->nrows);
+
+	/* a table loaded by stage_fill in this transaction */
+	CommandCounterIncrement();
+	rel = relation_open(DatumGetObjectId(DirectFunctionCall1(regclassin,
+															 CStringGetDatum(stage->name))),
+						AccessShareLock);
+	snap = RegisterSnapshot(GetLatestSnapshot());
+	scan = table_beginscan(rel, snap, 0, NULL);
+	slot = table_slot_create(rel, NULL);
+	hashes_begin(&bh, stage, RelationGetDescr(rel), key);
 	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl stage scan",
 								   ALLOCSET_DEFAULT_SIZES);
-
-	while (stage->staged ?
-		   tuplestore_gettupleslot(stage->staged->store, true, false, slot) :
-		   table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
 	{
-		uint64		keyhash;
-
 		CHECK_FOR_INTERRUPTS();
 		oldcxt = MemoryContextSwitchTo(rowcxt);
-		hash_row(desc, slot, atts, stage->ncolumns, sum);
-		if (key != NULL)
-		{
-			if (!hash_key(kh, key->ncolumns, desc, slot, key->nulls_not_distinct, &keyhash))
-				stage->null_key_rows++;
-			else if (stage->key_hashes && stage->nkey_hashes < stage->nrows)
-				stage->key_hashes[stage->nkey_hashes++] = keyhash;
-		}
+		slot_getallattrs(slot);
+		hashes_add(&bh, slot->tts_values, slot->tts_isnull);
 		MemoryContextSwitchTo(oldcxt);
 		MemoryContextReset(rowcxt);
 	}
-
 	ExecDropSingleTupleTableSlot(slot);
-	if (stage->staged)
-		tuplestore_select_read_pointer(stage->staged->store, 0);
-	else
-	{
-		table_endscan(scan);
-		UnregisterSnapshot(snap);
-		relation_close(rel, AccessShareLock);
-	}
+	table_endscan(scan);
+	UnregisterSnapshot(snap);
+	relation_close(rel, AccessShareLock);
 	MemoryContextDelete(rowcxt);
-	return stage_fingerprint(sum, stage->nrows, options);
+	hashes_end(&bh, stage);
+	return stage_fingerprint(stage->sum, stage->nrows, options);
 }
 
 /*
@@ -716,7 +767,8 @@ stage_runs(StagedRel *sorted, AttrNumber att, FmgrInfo *cmp, Oid collation, int 
 		}
 		cur->nrows++;
 		oldcxt = MemoryContextSwitchTo(rowcxt);
-		hash_row(desc, slot, NULL, desc->natts, cur->sum);
+		slot_getallattrs(slot);
+		hash_row(desc, slot->tts_values, slot->tts_isnull, NULL, desc->natts, cur->sum);
 		MemoryContextSwitchTo(oldcxt);
 		MemoryContextReset(rowcxt);
 	}

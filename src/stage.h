@@ -29,13 +29,16 @@ typedef struct Stage
 								 * (stage_fill) */
 	StagedRel  *staged;			/* NULL when in a table */
 	char	   *body;			/* the source query, checked */
-	SPIPlanPtr	plan;			/* SELECT * FROM (body), made by stage_plan,
-								 * run and freed by stage_load */
+	SPIPlanPtr	plan;			/* SELECT * FROM (body), made by stage_plan
+								 * and run by stage_load; SPI_finish frees it */
 	int			ncolumns;		/* the columns to write, in target order */
 	char	  **columns;
 	int64		nrows;
 
-	/* Filled by stage_scan, for the key checks of dedup.c: */
+	/* Filled by stage_load or stage_scan: the rows' hashes, summed ... */
+	uint64		sum[2];
+	TargetKey  *hashed_key;		/* stage_load's key */
+	/* ... and for the key checks of dedup.c: */
 	int64		null_key_rows;	/* rows with a NULL in a key column */
 	uint64	   *key_hashes;		/* one hash per non-NULL key, or NULL when
 								 * the batch was too large to keep them */
@@ -65,7 +68,7 @@ typedef struct StageGroups
 
 extern Stage *stage_plan(TargetInfo *target, const char *source);
 extern bool stage_has_column(Stage *stage, const char *name);
-extern void stage_load(Stage *stage, TargetInfo *target);
+extern void stage_load(Stage *stage, TargetInfo *target, TargetKey *key);
 extern void stage_fill(Stage *stage, const char *into, const char *extra_columns,
 					   const char *extra_values);
 extern char *stage_scan(Stage *stage, TargetKey *key, const char *options);

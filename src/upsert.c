@@ -317,12 +317,17 @@ append_delta(StringInfo sql, TargetInfo *target, TargetKey *key, Stage *stage,
 
 /*
  * INSERT INTO target ... SELECT <columns> FROM idem_delta [WHERE where]
- * ORDER BY <key>, with ON CONFLICT unless plain.
+ * [ORDER BY <key>], with ON CONFLICT unless plain.  The rows are written in
+ * key order: idem_delta yields them so, and the ORDER BY says it to the
+ * planner, except where idem_delta is materialized: its rows come out of
+ * its tuplestore in the order they went in, and the planner, which cannot
+ * know that, would sort them again (on disk, for a large batch).
  */
 static void
 append_insert(StringInfo sql, TargetInfo *target, Stage *stage, const char *keys,
 			  char **setcols, int nset, const char *newer_column,
-			  const char *newer_ge, const char *where, bool plain)
+			  const char *newer_ge, const char *where, bool plain,
+			  bool materialized)
 {
 	appendStringInfo(sql, "INSERT INTO %s AS t (", target->qualname);
 	sqlb_append_columns(sql, NULL, stage->columns, stage->ncolumns);
@@ -331,7 +336,8 @@ append_insert(StringInfo sql, TargetInfo *target, Stage *stage, const char *keys
 	appendStringInfoString(sql, " FROM idem_delta");
 	if (where)
 		appendStringInfo(sql, " WHERE %s", where);
-	appendStringInfo(sql, " ORDER BY %s", keys);
+	if (!materialized)
+		appendStringInfo(sql, " ORDER BY %s", keys);
 	if (plain)
 		return;
 	appendStringInfo(sql, " ON CONFLICT (%s) ", keys);
@@ -443,11 +449,11 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 					 newer_column, newer_ge, absent);
 		appendStringInfoString(&sql, "), idem_written AS (");
 		append_insert(&sql, target, stage, keys.data, setcols, nset, newer_column,
-					  newer_ge, psprintf("NOT %s", absent), false);
+					  newer_ge, psprintf("NOT %s", absent), false, true);
 		appendStringInfoString(&sql, " RETURNING t.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid AS idem_etl_inserted),"
 							   " idem_new AS (");
 		append_insert(&sql, target, stage, keys.data, setcols, nset, newer_column,
-					  newer_ge, absent, true);
+					  newer_ge, absent, true, true);
 		appendStringInfoString(&sql, " RETURNING 1)"
 							   " SELECT w.n OPERATOR(pg_catalog.+) i.n, w.ins OPERATOR(pg_catalog.+) i.n"
 							   " FROM (SELECT pg_catalog.count(*)::pg_catalog.int8 AS n,"
@@ -471,7 +477,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 					 newer_column, newer_ge, NULL);
 		appendStringInfoString(&sql, "), idem_written AS (");
 		append_insert(&sql, target, stage, keys.data, setcols, nset, newer_column,
-					  newer_ge, NULL, false);
+					  newer_ge, NULL, false, false);
 		append_outcome(&sql, target);
 		merge_cid = GetCurrentCommandId(false);
 		m.sql = sql.data;
@@ -588,7 +594,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	if (args.run_key)
 		ledger_lock_key(target->relid, run.operation, args.run_key);
 	progress_phase("staging", -1);
-	stage_load(stage, target);
+	stage_load(stage, target, key);
 	run.batch_rows = stage->nrows;
 	/* audit before anything is written, a skip included */
 	audit_expect(args.expect, stage->name, target->relname);
