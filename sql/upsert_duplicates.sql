@@ -124,6 +124,25 @@ SELECT inserted, updated, unchanged, deleted, skipped
   FROM etl_upsert_batch('dups.t', 'TABLE dups.b', order_by => 'ts DESC NULLS LAST');
 SELECT id, v, ts FROM dups.t WHERE id = 1;
 
+-- more keys than work_mem holds the hashes of (64kB: 8,192): the sort that
+-- picks the winners finds the duplicates instead, with the same results
+SET work_mem = '64kB';
+CREATE TABLE dups.big (id int PRIMARY KEY, v text, ts int);
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.big',
+    'SELECT g AS id, ''v'' || g AS v, 1 AS ts FROM generate_series(1, 20000) g');
+-- every key twice, exact duplicates: nothing changes
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.big',
+    'SELECT g AS id, ''v'' || g AS v, 1 AS ts FROM generate_series(1, 20000) g, generate_series(1, 2)');
+-- an older and a newer row for each key: the newest wins
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.big',
+    'SELECT g AS id, ''w'' || (g + t) AS v, t AS ts FROM generate_series(1, 20000) g, generate_series(1, 2) t',
+    order_by => 'ts DESC');
+SELECT count(*) FILTER (WHERE v = 'w' || (id + 2) AND ts = 2) AS newest, count(*) FROM dups.big;
+-- one key with differing rows among 20,000: 21000
+SELECT * FROM dups.err($$SELECT * FROM etl_upsert_batch('dups.big',
+    'SELECT g AS id, ''w'' || (g + 2) AS v, 2 AS ts FROM generate_series(1, 20000) g UNION ALL SELECT 777, ''other'', 2')$$);
+RESET work_mem;
+
 -- order_by over a column the source does not have: 42703
 SELECT * FROM dups.err($$SELECT * FROM etl_upsert_batch('dups.t', 'TABLE dups.b', order_by => 'nonesuch DESC')$$);
 

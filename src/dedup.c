@@ -10,7 +10,9 @@
 #include "postgres.h"
 
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 
 #include "dedup.h"
 #include "sql_build.h"
@@ -118,16 +120,98 @@ keys_proven_unique(Stage *stage)
 }
 
 /*
+ * The winners of a batch sorted by key (and order_by), one row at a time:
+ * the query (pick_winners) returns the staged columns, then row_number()
+ * and rank() over (PARTITION BY key ORDER BY order_by).  n = 1 starts a
+ * key, and its row wins; the other rows in first place (r = 1; without
+ * order_by, every row of the key) must be the same row, compared by binary
+ * image like the *= operator; rows of a lower place lose.
+ */
+typedef struct Winners
+{
+	int			ncols;
+	TupleTableSlot *winner;		/* the current key's first row */
+	int64		conflicts;
+} Winners;
+
+static bool
+keep_winner(TupleTableSlot *slot, void *arg)
+{
+	Winners    *w = (Winners *) arg;
+	TupleDesc	desc = w->winner->tts_tupleDescriptor;
+
+	if (DatumGetInt64(slot->tts_values[w->ncols]) == 1)
+	{
+		ExecClearTuple(w->winner);
+		memcpy(w->winner->tts_values, slot->tts_values, sizeof(Datum) * w->ncols);
+		memcpy(w->winner->tts_isnull, slot->tts_isnull, sizeof(bool) * w->ncols);
+		ExecStoreVirtualTuple(w->winner);
+		ExecMaterializeSlot(w->winner);
+		return true;
+	}
+	if (DatumGetInt64(slot->tts_values[w->ncols + 1]) == 1)
+		for (int i = 0; i < w->ncols; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, i);
+
+			if (slot->tts_isnull[i] != w->winner->tts_isnull[i] ||
+				(!slot->tts_isnull[i] &&
+				 !datum_image_eq(slot->tts_values[i], w->winner->tts_values[i],
+								 att->attbyval, att->attlen)))
+			{
+				w->conflicts++;
+				break;
+			}
+		}
+	return false;
+}
+
+/*
+ * One sort of the batch by key (and order_by) picks every key's winner and
+ * checks the other rows against it: the winners are staged in key order.
+ * Returns NULL when some key has differing rows in first place.
+ */
+static StagedRel *
+pick_winners(TargetInfo *target, Stage *stage, const char *keys, const char *order_by)
+{
+	const char *s = target_alias(target, "s");
+	StringInfoData sql;
+	Winners		w;
+	StagedRel  *winners;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	sqlb_append_columns(&sql, s, stage->columns, stage->ncolumns);
+	appendStringInfo(&sql, ", pg_catalog.row_number() OVER w, pg_catalog.rank() OVER w"
+					 " FROM %s %s WINDOW w AS (PARTITION BY %s", stage->name, s, keys);
+	if (order_by)
+		appendStringInfo(&sql, " ORDER BY %s\n", order_by);
+	appendStringInfoChar(&sql, ')');
+
+	w.ncols = stage->ncolumns;
+	w.winner = MakeSingleTupleTableSlot(stage->staged->desc, &TTSOpsVirtual);
+	w.conflicts = 0;
+	winners = stage_query_filtered(sql.data, "batch", w.ncols, keep_winner, &w);
+	ExecDropSingleTupleTableSlot(w.winner);
+	if (w.conflicts == 0)
+		return winners;
+	stage_drop(winners);
+	return NULL;
+}
+
+/*
  * Check the keys of the staged batch and return the relation holding one row
- * per key.  The common case, unique non-NULL keys, reads nothing more.
+ * per key.  The common case, unique non-NULL keys (proven by the key hashes
+ * gathered while staging), reads nothing more.  Otherwise one sort picks
+ * the winners (pick_winners); only when rows conflict is the batch read
+ * again, to report them (check_conflicts).
  */
 KeyedBatch
 dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_by)
 {
-	KeyedBatch	batch = {stage->name, NULL, stage->nrows};
-	StringInfoData sql;
+	KeyedBatch	batch = {stage->name, NULL, stage->nrows, false};
 	StringInfoData keys;
-	int64		dup_keys;
+	StagedRel  *winners;
 	char	   *from;
 	StagedRel  *ranked = NULL;
 
@@ -150,18 +234,17 @@ dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_
 	if (keys_proven_unique(stage))
 		return batch;
 
-	initStringInfo(&sql);
-	appendStringInfo(&sql,
-					 "SELECT pg_catalog.count(*) FILTER (WHERE n OPERATOR(pg_catalog.>) 1)::pg_catalog.int8,"
-					 " pg_catalog.count(*)::pg_catalog.int8"
-					 " FROM (SELECT pg_catalog.count(*) AS n FROM %s GROUP BY %s) g",
-					 stage->name, keys.data);
-	sqlb_exec(sql.data);
-	dup_keys = sqlb_result_int8(1);
-	batch.nkeys = sqlb_result_int8(2);
-	if (dup_keys == 0)
+	winners = pick_winners(target, stage, keys.data, order_by);
+	if (winners != NULL)
+	{
+		batch.copy = winners;
+		batch.name = winners->name;
+		batch.nkeys = winners->nrows;
+		batch.in_key_order = true;
 		return batch;
+	}
 
+	/* differing rows: find them again, to report them */
 	from = stage->name;
 	if (order_by)
 	{
@@ -172,21 +255,14 @@ dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_
 		 */
 		const char *row = target_alias(target, "s");
 
-		resetStringInfo(&sql);
-		appendStringInfo(&sql, "SELECT (r.%s).* FROM (SELECT %s, pg_catalog.rank()"
-						 " OVER (PARTITION BY %s ORDER BY %s\n) AS n FROM %s %s) r"
-						 " WHERE r.n OPERATOR(pg_catalog.=) 1",
-						 row, row, keys.data, order_by, stage->name, row);
-		ranked = stage_query(sql.data, "ranked");
+		ranked = stage_query(psprintf("SELECT (r.%s).* FROM (SELECT %s, pg_catalog.rank()"
+									  " OVER (PARTITION BY %s ORDER BY %s\n) AS n FROM %s %s) r"
+									  " WHERE r.n OPERATOR(pg_catalog.=) 1",
+									  row, row, keys.data, order_by, stage->name, row),
+							 "ranked");
 		from = ranked->name;
 	}
 	check_conflicts(target, key, from, order_by != NULL);
-
-	resetStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT DISTINCT ON (%s) * FROM %s", keys.data, from);
-	batch.copy = stage_query(sql.data, "batch");
-	batch.name = batch.copy->name;
-	if (ranked)
-		stage_drop(ranked);
-	return batch;
+	elog(ERROR, "rows of the batch differ by binary image, but not by the *= operator");
+	return batch;				/* keep the compiler quiet */
 }

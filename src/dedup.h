@@ -15,6 +15,7 @@ typedef struct KeyedBatch
 	StagedRel  *copy;			/* a staged copy of its own, to drop; NULL
 								 * when it is the stage itself */
 	int64		nkeys;			/* distinct keys = rows to merge */
+	bool		in_key_order;	/* read in key order (as staged) */
 } KeyedBatch;
 
 extern KeyedBatch dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage,

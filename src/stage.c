@@ -103,31 +103,111 @@ stage_drop(StagedRel *rel)
 }
 
 /*
+ * The receiver of stage_query_filtered: keep(), when given, sees every row
+ * of the query (in a context reset after each) and says whether it is
+ * staged.  Values are detoasted, as in stage_receive.
+ */
+typedef struct FilterReceiver
+{
+	DestReceiver pub;
+	StagedRel  *rel;
+	StageRowFilter keep;
+	void	   *arg;
+	MemoryContext rowcxt;
+} FilterReceiver;
+
+static bool
+filter_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	FilterReceiver *f = (FilterReceiver *) self;
+	TupleDesc	desc = f->rel->desc;
+	MemoryContext oldcxt;
+
+	CHECK_FOR_INTERRUPTS();
+	slot_getallattrs(slot);
+	oldcxt = MemoryContextSwitchTo(f->rowcxt);
+	if (f->keep == NULL || f->keep(slot, f->arg))
+	{
+		for (int i = 0; i < desc->natts; i++)
+			if (!slot->tts_isnull[i] && TupleDescAttr(desc, i)->attlen == -1 &&
+				VARATT_IS_EXTERNAL(DatumGetPointer(slot->tts_values[i])))
+				slot->tts_values[i] = PointerGetDatum(detoast_external_attr((struct varlena *) DatumGetPointer(slot->tts_values[i])));
+		tuplestore_putvalues(f->rel->store, desc, slot->tts_values, slot->tts_isnull);
+		f->rel->nrows++;
+	}
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextReset(f->rowcxt);
+	return true;
+}
+
+static void
+filter_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+}
+
+/* Shutdown and destroy of both receivers: their callers free what they use. */
+static void
+receiver_shutdown(DestReceiver *self)
+{
+}
+
+static void
+receiver_destroy(DestReceiver *self)
+{
+}
+
+/*
+ * The rows of a query over staged relations that keep() accepts (all, when
+ * it is NULL), in the query's order, staged in turn under a name made of
+ * purpose, with the first natts columns of each row (all when natts < 0):
+ * the query may return more, for keep() to look at.
+ */
+StagedRel *
+stage_query_filtered(const char *sql, const char *purpose, int natts,
+					 StageRowFilter keep, void *arg)
+{
+	SPIPlanPtr	plan = sqlb_prepare(sql, 0, NULL);
+	CachedPlanSource *ps = linitial(SPI_plan_get_plan_sources(plan));
+	TupleDesc	desc;
+	FilterReceiver f;
+	SPIExecuteOptions options;
+	int			rc;
+
+	if (natts < 0)
+		natts = ps->resultDesc->natts;
+	desc = CreateTemplateTupleDesc(natts);
+	for (int i = 0; i < natts; i++)
+		TupleDescCopyEntry(desc, i + 1, ps->resultDesc, i + 1);
+	memset(&f, 0, sizeof(f));
+	f.pub.receiveSlot = filter_receive;
+	f.pub.rStartup = filter_startup;
+	f.pub.rShutdown = receiver_shutdown;
+	f.pub.rDestroy = receiver_destroy;
+	f.pub.mydest = DestTuplestore;
+	f.rel = stage_register(purpose, desc);
+	f.keep = keep;
+	f.arg = arg;
+	f.rowcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl staging row",
+									 ALLOCSET_DEFAULT_SIZES);
+	memset(&options, 0, sizeof(options));
+	options.dest = (DestReceiver *) &f;
+	rc = SPI_execute_plan_extended(plan, &options);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "staging failed: %s", SPI_result_code_string(rc));
+	SPI_freeplan(plan);
+	MemoryContextDelete(f.rowcxt);
+	stage_publish(f.rel);
+	return f.rel;
+}
+
+/*
  * The rows of a query over staged relations, staged in turn under a name
  * made of purpose.
  */
 StagedRel *
 stage_query(const char *sql, const char *purpose)
 {
-	SPIPlanPtr	plan = sqlb_prepare(sql, 0, NULL);
-	CachedPlanSource *ps = linitial(SPI_plan_get_plan_sources(plan));
-	StagedRel  *rel = stage_register(purpose, CreateTupleDescCopy(ps->resultDesc));
-	DestReceiver *dest = CreateDestReceiver(DestTuplestore);
-	SPIExecuteOptions options;
-	int			rc;
-
-	SetTuplestoreDestReceiverParams(dest, rel->store, CurrentMemoryContext, true,
-									NULL, NULL);
-	memset(&options, 0, sizeof(options));
-	options.dest = dest;
-	rc = SPI_execute_plan_extended(plan, &options);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "staging failed: %s", SPI_result_code_string(rc));
-	rel->nrows = (int64) SPI_processed;
-	dest->rDestroy(dest);
-	SPI_freeplan(plan);
-	stage_publish(rel);
-	return rel;
+	return stage_query_filtered(sql, purpose, -1, NULL, NULL);
 }
 
 /*
@@ -563,15 +643,6 @@ stage_receiver_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 	}
 }
 
-static void
-stage_receiver_shutdown(DestReceiver *self)
-{
-}
-
-static void
-stage_receiver_destroy(DestReceiver *self)
-{
-}
 
 /*
  * Run the source, once, into a staged relation with the target's column
@@ -599,8 +670,8 @@ stage_load(Stage *stage, TargetInfo *target, TargetKey *key)
 	memset(&r, 0, sizeof(r));
 	r.pub.receiveSlot = stage_receive;
 	r.pub.rStartup = stage_receiver_startup;
-	r.pub.rShutdown = stage_receiver_shutdown;
-	r.pub.rDestroy = stage_receiver_destroy;
+	r.pub.rShutdown = receiver_shutdown;
+	r.pub.rDestroy = receiver_destroy;
 	r.pub.mydest = DestTuplestore;
 	r.rel = stage_register("stage", desc);
 	r.stage = stage;

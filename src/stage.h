@@ -82,6 +82,9 @@ extern StagedRel *stage_select_runs(StagedRel *sorted, StageRun *runs, int nruns
 									 const bool *take, const char *purpose);
 extern void stage_groups_end(StageGroups *g);
 extern StagedRel *stage_query(const char *sql, const char *purpose);
+typedef bool (*StageRowFilter) (TupleTableSlot *slot, void *arg);
+extern StagedRel *stage_query_filtered(const char *sql, const char *purpose,
+									   int natts, StageRowFilter keep, void *arg);
 extern void stage_drop(StagedRel *rel);
 
 #endif							/* IDEM_STAGE_H */

@@ -291,8 +291,11 @@ append_delta(StringInfo sql, TargetInfo *target, TargetKey *key, Stage *stage,
 	sqlb_append_columns(sql, "b", stage->columns, stage->ncolumns);
 	if (absent)
 		appendStringInfo(sql, ", t.ctid IS NULL AS %s", absent);
-	appendStringInfo(sql, " FROM (SELECT * FROM %s ORDER BY %s) b LEFT JOIN %s%s t ON ",
-					 batch->name, keys, target_only(target), target->qualname);
+	if (batch->in_key_order)
+		appendStringInfo(sql, " FROM %s b", batch->name);
+	else
+		appendStringInfo(sql, " FROM (SELECT * FROM %s ORDER BY %s) b", batch->name, keys);
+	appendStringInfo(sql, " LEFT JOIN %s%s t ON ", target_only(target), target->qualname);
 	sqlb_append_key_match(sql, "t", "b", key->names, key->eqops, key->ncolumns,
 						  key->nulls_not_distinct);
 	appendStringInfoString(sql, " WHERE t.ctid IS NULL");
@@ -318,16 +321,17 @@ append_delta(StringInfo sql, TargetInfo *target, TargetKey *key, Stage *stage,
 /*
  * INSERT INTO target ... SELECT <columns> FROM idem_delta [WHERE where]
  * [ORDER BY <key>], with ON CONFLICT unless plain.  The rows are written in
- * key order: idem_delta yields them so, and the ORDER BY says it to the
- * planner, except where idem_delta is materialized: its rows come out of
- * its tuplestore in the order they went in, and the planner, which cannot
- * know that, would sort them again (on disk, for a large batch).
+ * key order: idem_delta yields them so (append_delta), and the ORDER BY
+ * tells the planner, unless the planner cannot know it and would sort them
+ * again (on disk, for a large batch): when idem_delta is materialized (its
+ * rows come out of its tuplestore in the order they went in), or reads a
+ * batch staged in key order (in_order).
  */
 static void
 append_insert(StringInfo sql, TargetInfo *target, Stage *stage, const char *keys,
 			  char **setcols, int nset, const char *newer_column,
 			  const char *newer_ge, const char *where, bool plain,
-			  bool materialized)
+			  bool in_order)
 {
 	appendStringInfo(sql, "INSERT INTO %s AS t (", target->qualname);
 	sqlb_append_columns(sql, NULL, stage->columns, stage->ncolumns);
@@ -336,7 +340,7 @@ append_insert(StringInfo sql, TargetInfo *target, Stage *stage, const char *keys
 	appendStringInfoString(sql, " FROM idem_delta");
 	if (where)
 		appendStringInfo(sql, " WHERE %s", where);
-	if (!materialized)
+	if (!in_order)
 		appendStringInfo(sql, " ORDER BY %s", keys);
 	if (plain)
 		return;
@@ -477,7 +481,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 					 newer_column, newer_ge, NULL);
 		appendStringInfoString(&sql, "), idem_written AS (");
 		append_insert(&sql, target, stage, keys.data, setcols, nset, newer_column,
-					  newer_ge, NULL, false, false);
+					  newer_ge, NULL, false, batch->in_key_order);
 		append_outcome(&sql, target);
 		merge_cid = GetCurrentCommandId(false);
 		m.sql = sql.data;
