@@ -8,9 +8,9 @@ function cat_of(f) {
   if (f ~ /^idem_etl_same_image/) return "change test (same_image)";
   if (f ~ /^ExecSort|^tuplesort/) return "sort";
   if (f ~ /^IndexNext|^index_getnext|^ExecIndexScan|^index_fetch/) return "probe (index scan)";
-  if (f ~ /^winner_receive|^pick_winners|^keys_proven_unique|^dedup_batch|^check_conflicts/) return "key check / dedup";
-  if (f ~ /^hashes_row|^stage_scan|^hash_attribute/) return "fingerprint";
-  if (f ~ /^stage_receive|^stage_load|^tuplestore/) return "staging";
+  if (f ~ /^keep_winner|^pick_winners|^keys_proven_unique|^sort_key_hashes|^dedup_batch|^check_conflicts|^filter_receive/) return "key check / dedup";
+  if (f ~ /^hashes_add|^hash_row|^hash_key|^stage_scan|^hash_attribute/) return "fingerprint, key hashes";
+  if (f ~ /^stage_receive|^stage_load|^tuplestore|^BufFile/) return "staging (tuplestores)";
   if (f ~ /^ledger_/) return "ledger";
   if (f ~ /^CommitTransaction/) return "commit";
   if (f ~ /^standard_planner|^pg_plan_query|^parse_analyze|^raw_parser|^_SPI_prepare_plan/) return "parse/plan";
