@@ -159,6 +159,19 @@ SELECT inserted, updated, unchanged, deleted, skipped
                 json_build_object('g', g) AS j FROM generate_series(1, 20000) g$$);
 SELECT id FROM basic.big b JOIN big_versions v USING (id)
  WHERE b.xmin::text <> v.xm OR b.ctid::text <> v.ct OR b.xmax::text <> v.xx;
+-- a batch as large as its (analyzed) target may be merge-joined with it
+-- instead of probing the key index row by row: the same outcome, rows
+-- written in key order, unchanged ones left alone
+ANALYZE basic.big;
+DELETE FROM big_versions;
+INSERT INTO big_versions SELECT id, xmin::text, ctid::text, xmax::text FROM basic.big;
+SELECT inserted, updated, unchanged, deleted, skipped
+  FROM etl_upsert_batch('basic.big',
+       $$SELECT g AS id, CASE WHEN g % 1000 = 0 THEN 'again' ELSE md5(g::text) END AS v,
+                json_build_object('g', g) AS j FROM generate_series(20001, -4999, -1) g$$);
+SELECT count(*) FILTER (WHERE v = 'again') AS changed, count(*) FILTER (WHERE id <= 0 OR id > 20000) AS new,
+       count(*) FILTER (WHERE (b.xmin::text, b.ctid::text, b.xmax::text) = (v.xm, v.ct, v.xx)) AS untouched
+  FROM basic.big b LEFT JOIN big_versions v USING (id);
 
 -- the result is one row
 SELECT count(*), bool_and(run_id IS NOT NULL) AS has_run_id

@@ -13,6 +13,7 @@
 #include "executor/tuptable.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/tuplesort.h"
 
 #include "dedup.h"
 #include "sql_build.h"
@@ -104,14 +105,43 @@ sort_key_hashes(uint64 *hashes, size_t n)
 
 /*
  * True when the key hashes gathered while staging prove every key distinct.
- * Equal hashes may be a real duplicate or a collision: the caller then counts
- * in SQL.
+ * Equal hashes may be a real duplicate or a collision: the caller then picks
+ * the winners.  Hashes beyond work_mem are in a sort that spills to disk;
+ * either way the check is one sort of 8-byte values.
  */
 static bool
 keys_proven_unique(Stage *stage)
 {
-	if (stage->key_hashes == NULL || stage->nkey_hashes != stage->nrows)
-		return false;
+	bool		unique = true;
+
+	if (stage->nkey_hashes != stage->nrows)
+		return false;			/* NULL keys under NULLS NOT DISTINCT */
+	if (stage->key_hash_sort != NULL)
+	{
+		Datum		prev = (Datum) 0;
+		Datum		cur;
+		bool		isnull;
+
+		tuplesort_performsort(stage->key_hash_sort);
+		for (int64 i = 0;
+#if PG_VERSION_NUM >= 160000
+			 tuplesort_getdatum(stage->key_hash_sort, true, false, &cur, &isnull, NULL);
+#else
+			 tuplesort_getdatum(stage->key_hash_sort, true, &cur, &isnull, NULL);
+#endif
+			 i++)
+		{
+			if (i > 0 && cur == prev)
+			{
+				unique = false;
+				break;
+			}
+			prev = cur;
+		}
+		tuplesort_end(stage->key_hash_sort);
+		stage->key_hash_sort = NULL;
+		return unique;
+	}
 	sort_key_hashes(stage->key_hashes, stage->nkey_hashes);
 	for (int64 i = 1; i < stage->nkey_hashes; i++)
 		if (stage->key_hashes[i] == stage->key_hashes[i - 1])

@@ -9,34 +9,33 @@
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
 #include "access/relation.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
-#include "common/hashfn.h"
-#include "executor/tuptable.h"
-#include "miscadmin.h"
-#include "utils/builtins.h"
-#include "utils/lsyscache.h"
-#include "utils/memutils.h"
-#include "utils/plancache.h"
-#include "utils/rel.h"
-#include "utils/ruleutils.h"
-#include "utils/snapmgr.h"
-#include "utils/typcache.h"
-#include "utils/datum.h"
-#include "utils/tuplesort.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
-
-#include "access/detoast.h"
+#include "common/hashfn.h"
 #include "executor/executor.h"
 #include "executor/tstoreReceiver.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parse_coerce.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/plancache.h"
 #include "utils/queryenvironment.h"
+#include "utils/rel.h"
+#include "utils/ruleutils.h"
+#include "utils/snapmgr.h"
+#include "utils/tuplesort.h"
+#include "utils/typcache.h"
 
 #include "progress.h"
 #include "sql_build.h"
@@ -462,10 +461,12 @@ typedef struct BatchHashes
 	KeyHasher  *kh;
 	uint64		sum[2];
 	int64		null_key_rows;
-	uint64	   *key_hashes;		/* NULL once there are too many */
+	uint64	   *key_hashes;		/* while they fit in work_mem ... */
+	int64		capacity;		/* (of key_hashes) */
+	int64		max_key_hashes;
+	Tuplesortstate *key_hash_sort;	/* ... then a sort that spills */
 	int64		nkey_hashes;
-	int64		capacity;		/* of key_hashes */
-	int64		max_key_hashes; /* what fits in work_mem */
+	MemoryContext cxt;			/* of the caller of hashes_begin */
 } BatchHashes;
 
 static void
@@ -476,6 +477,7 @@ hashes_begin(BatchHashes *bh, Stage *stage, TupleDesc desc, TargetKey *key)
 	bh->atts = source_attnums(stage, desc);
 	bh->natts = stage->ncolumns;
 	bh->key = key;
+	bh->cxt = CurrentMemoryContext;
 	if (key == NULL)
 		return;
 	bh->kh = key_hashers(desc, key);
@@ -499,21 +501,38 @@ hashes_add(BatchHashes *bh, Datum *values, bool *isnull)
 	if (!hash_key(bh->kh, bh->key->ncolumns, bh->desc, values, isnull,
 				  bh->key->nulls_not_distinct, &keyhash))
 		bh->null_key_rows++;
-	else if (bh->key_hashes != NULL)
+	else if (bh->nkey_hashes < bh->max_key_hashes)
 	{
-		if (bh->nkey_hashes == bh->max_key_hashes)
-		{
-			/* more than work_mem holds: dedup.c checks the keys in SQL */
-			pfree(bh->key_hashes);
-			bh->key_hashes = NULL;
-			return;
-		}
 		if (bh->nkey_hashes == bh->capacity)
 		{
 			bh->capacity = Min(bh->capacity * 2, bh->max_key_hashes);
 			bh->key_hashes = repalloc(bh->key_hashes, sizeof(uint64) * bh->capacity);
 		}
 		bh->key_hashes[bh->nkey_hashes++] = keyhash;
+	}
+	else
+	{
+		/* more than work_mem holds: into a sort, which spills to disk */
+		if (bh->key_hash_sort == NULL)
+		{
+			MemoryContext oldcxt = MemoryContextSwitchTo(bh->cxt);
+
+			bh->key_hash_sort = tuplesort_begin_datum(INT8OID, Int8LessOperator, InvalidOid,
+													  false, work_mem, NULL,
+#if PG_VERSION_NUM >= 150000
+													  TUPLESORT_NONE
+#else
+													  false
+#endif
+				);
+			MemoryContextSwitchTo(oldcxt);
+			for (int64 i = 0; i < bh->nkey_hashes; i++)
+				tuplesort_putdatum(bh->key_hash_sort, Int64GetDatum((int64) bh->key_hashes[i]), false);
+			pfree(bh->key_hashes);
+			bh->key_hashes = NULL;
+		}
+		tuplesort_putdatum(bh->key_hash_sort, Int64GetDatum((int64) keyhash), false);
+		bh->nkey_hashes++;
 	}
 }
 
@@ -523,7 +542,8 @@ hashes_end(BatchHashes *bh, Stage *stage)
 {
 	stage->null_key_rows = bh->null_key_rows;
 	stage->key_hashes = bh->key_hashes;
-	stage->nkey_hashes = bh->key_hashes ? bh->nkey_hashes : 0;
+	stage->key_hash_sort = bh->key_hash_sort;
+	stage->nkey_hashes = bh->nkey_hashes;
 	stage->sum[0] = bh->sum[0];
 	stage->sum[1] = bh->sum[1];
 }

@@ -40,9 +40,9 @@ typedef struct Stage
 	TargetKey  *hashed_key;		/* stage_load's key */
 	/* ... and for the key checks of dedup.c: */
 	int64		null_key_rows;	/* rows with a NULL in a key column */
-	uint64	   *key_hashes;		/* one hash per non-NULL key, or NULL when
-								 * the batch was too large to keep them */
-	int64		nkey_hashes;
+	int64		nkey_hashes;	/* one hash per non-NULL key: */
+	uint64	   *key_hashes;		/* in an array while they fit in work_mem, */
+	struct Tuplesortstate *key_hash_sort;	/* else in a sort (int8) */
 } Stage;
 
 /* The rows of one value in a staged relation sorted on it (stage_runs). */

@@ -10,6 +10,8 @@
  */
 #include "postgres.h"
 
+#include <float.h>
+
 #include "access/stratnum.h"
 #include "access/xact.h"
 #include "catalog/pg_class.h"
@@ -19,6 +21,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
@@ -364,6 +367,27 @@ append_insert(StringInfo sql, TargetInfo *target, Stage *stage, const char *keys
 	}
 }
 
+/*
+ * The target's row count as the planner estimates it (pg_class.reltuples);
+ * a partitioned target, whose partitions hold the rows, counts as
+ * unbounded.
+ */
+static double
+target_rows(TargetInfo *target)
+{
+	HeapTuple	tup;
+	double		rows;
+
+	if (target->relkind != RELKIND_RELATION)
+		return DBL_MAX;
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(target->relid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", target->relid);
+	rows = ((Form_pg_class) GETSTRUCT(tup))->reltuples;
+	ReleaseSysCache(tup);
+	return rows < 0 ? DBL_MAX : rows;
+}
+
 typedef struct MergeRun
 {
 	const char *sql;
@@ -434,13 +458,19 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	/*
 	 * Probe the key index once per batch row, as ON CONFLICT itself does,
 	 * rather than hash the whole target: batches are usually much smaller
-	 * than their targets.  The settings revert when this level ends.
+	 * than their targets.  A batch of half its target or more may instead
+	 * be merge-joined with the target's key index read in key order, if
+	 * the planner prefers, unless it is in key order already (a merge join
+	 * would sort it again: the planner cannot know).  Never a hash join:
+	 * its output, in batches beyond work_mem, is not in key order, which
+	 * the writes rely on.  The settings revert when this level ends.
 	 */
 	nestlevel = NewGUCNestLevel();
 	(void) set_config_option("enable_hashjoin", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
+	if (batch->in_key_order || batch->nkeys < target_rows(target) / 2)
+		(void) set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
 
 	if (target->relkind == RELKIND_RELATION && batch->nkeys > MERGE_CACHED_KEYS)
 	{
