@@ -13,7 +13,6 @@
 #include "executor/tuptable.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
-#include "utils/tuplesort.h"
 
 #include "dedup.h"
 #include "sql_build.h"
@@ -72,81 +71,6 @@ check_conflicts(TargetInfo *target, TargetKey *key, const char *rel, bool tie)
 			 errdetail("%lld key(s) of the batch have more than one distinct row.",
 					   (long long) nkeys),
 			 errhint("Pass order_by to choose which row wins, or remove the duplicates from the source.")));
-}
-
-/*
- * Key hashes are sorted with the comparison inlined (sort_template.h, as
- * PostgreSQL sorts its own arrays of integers): a call of qsort's comparison
- * function per step took most of the check's time.
- */
-#if PG_VERSION_NUM >= 140000
-#define ST_SORT sort_key_hashes
-#define ST_ELEMENT_TYPE uint64
-#define ST_COMPARE(a, b) ((*(a) > *(b)) - (*(a) < *(b)))
-#define ST_SCOPE static
-#define ST_DEFINE
-#include "lib/sort_template.h"
-#else
-static int
-cmp_uint64(const void *a, const void *b)
-{
-	uint64		x = *(const uint64 *) a;
-	uint64		y = *(const uint64 *) b;
-
-	return (x > y) - (x < y);
-}
-
-static void
-sort_key_hashes(uint64 *hashes, size_t n)
-{
-	qsort(hashes, n, sizeof(uint64), cmp_uint64);
-}
-#endif
-
-/*
- * True when the key hashes gathered while staging prove every key distinct.
- * Equal hashes may be a real duplicate or a collision: the caller then picks
- * the winners.  Hashes beyond work_mem are in a sort that spills to disk;
- * either way the check is one sort of 8-byte values.
- */
-static bool
-keys_proven_unique(Stage *stage)
-{
-	bool		unique = true;
-
-	if (stage->nkey_hashes != stage->nrows)
-		return false;			/* NULL keys under NULLS NOT DISTINCT */
-	if (stage->key_hash_sort != NULL)
-	{
-		Datum		prev = (Datum) 0;
-		Datum		cur;
-		bool		isnull;
-
-		tuplesort_performsort(stage->key_hash_sort);
-		for (int64 i = 0;
-#if PG_VERSION_NUM >= 160000
-			 tuplesort_getdatum(stage->key_hash_sort, true, false, &cur, &isnull, NULL);
-#else
-			 tuplesort_getdatum(stage->key_hash_sort, true, &cur, &isnull, NULL);
-#endif
-			 i++)
-		{
-			if (i > 0 && cur == prev)
-			{
-				unique = false;
-				break;
-			}
-			prev = cur;
-		}
-		tuplesort_end(stage->key_hash_sort);
-		stage->key_hash_sort = NULL;
-		return unique;
-	}
-	sort_key_hashes(stage->key_hashes, stage->nkey_hashes);
-	for (int64 i = 1; i < stage->nkey_hashes; i++)
-		if (stage->key_hashes[i] == stage->key_hashes[i - 1])
-			return false;
-	return true;
 }
 
 /*
@@ -261,7 +185,7 @@ dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_
 				 errdetail("Key columns (%s) identify rows; NULL never matches a stored row, so a rerun would insert such rows again.",
 						   target_key_list(key)),
 				 errhint("Filter or fix those rows in the source query, or make the unique index NULLS NOT DISTINCT.")));
-	if (keys_proven_unique(stage))
+	if (stage_keys_distinct(stage))
 		return batch;
 
 	winners = pick_winners(target, stage, keys.data, order_by);

@@ -42,7 +42,8 @@ typedef struct Stage
 	int64		null_key_rows;	/* rows with a NULL in a key column */
 	int64		nkey_hashes;	/* one hash per non-NULL key: */
 	uint64	   *key_hashes;		/* in an array while they fit in work_mem, */
-	struct Tuplesortstate *key_hash_sort;	/* else in a sort (int8) */
+	struct Tuplesortstate *key_hash_sort;	/* else in a sort (int8), */
+	bool		key_hashes_equal;	/* or none kept: two were equal */
 } Stage;
 
 /* The rows of one value in a staged relation sorted on it (stage_runs). */
@@ -73,6 +74,7 @@ extern void stage_fill(Stage *stage, const char *into, const char *extra_columns
 					   const char *extra_values);
 extern char *stage_scan(Stage *stage, TargetKey *key, const char *options);
 extern char *stage_fingerprint(const uint64 *sum, int64 nrows, const char *options);
+extern bool stage_keys_distinct(Stage *stage);
 extern StageRun *stage_runs(StagedRel *sorted, AttrNumber att, FmgrInfo *cmp,
 							Oid collation, int *nruns);
 extern StageGroups *stage_groups(StagedRel *sorted, StageRun *runs, int nruns,

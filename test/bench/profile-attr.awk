@@ -8,7 +8,7 @@ function cat_of(f) {
   if (f ~ /^idem_etl_same_image/) return "change test (same_image)";
   if (f ~ /^ExecSort|^tuplesort/) return "sort";
   if (f ~ /^IndexNext|^index_getnext|^ExecIndexScan|^index_fetch/) return "probe (index scan)";
-  if (f ~ /^keep_winner|^pick_winners|^keys_proven_unique|^sort_key_hashes|^dedup_batch|^check_conflicts|^filter_receive/) return "key check / dedup";
+  if (f ~ /^keep_winner|^pick_winners|^stage_keys_distinct|^hashes_distinct|^sort_key_hashes|^dedup_batch|^check_conflicts|^filter_receive/) return "key check / dedup";
   if (f ~ /^hashes_add|^hash_row|^hash_key|^stage_scan|^hash_attribute/) return "fingerprint, key hashes";
   if (f ~ /^stage_receive|^stage_load|^tuplestore|^BufFile/) return "staging (tuplestores)";
   if (f ~ /^ledger_/) return "ledger";
