@@ -70,6 +70,26 @@ $$;
 SELECT inserted, updated, unchanged FROM etl_upsert_batch('pc.t', 'SELECT 5 AS id, pc.inner_load() AS v');
 SELECT 'pc' AS s, * FROM pc.t WHERE id = 5 UNION ALL SELECT 'pc2', * FROM pc2.t WHERE id = 4;
 
+-- a trigger on the target loads 40 other tables while the outer merge runs
+-- through its kept plan: more statements than the cache keeps (32); the
+-- running plan is not dropped under the outer call
+DO $$ BEGIN FOR i IN 1..40 LOOP EXECUTE format('CREATE TABLE pc.c%s (id int PRIMARY KEY)', i); END LOOP; END $$;
+CREATE TABLE pc.outer_t (id int PRIMARY KEY, v int);
+CREATE FUNCTION pc.fill_cache() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1..40 LOOP
+        PERFORM etl_upsert_batch(format('pc.c%s', i)::regclass, 'SELECT 1 AS id');
+    END LOOP;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER fill BEFORE INSERT ON pc.outer_t FOR EACH ROW EXECUTE FUNCTION pc.fill_cache();
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('pc.outer_t', 'SELECT 1 AS id, 1 AS v');
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('pc.outer_t', 'SELECT 2 AS id, 2 AS v');
+SELECT (SELECT count(*) FROM pc.outer_t) AS outer_rows,
+       (SELECT sum((xpath('/row/count/text()', query_to_xml(format('SELECT count(*) FROM pc.c%s', i), false, true, '')))[1]::text::int)
+          FROM generate_series(1, 40) i) AS inner_rows;
+
 SET client_min_messages = warning;
 DROP SCHEMA pc, pc2 CASCADE;
 \i sql/include/drop_roles.sql

@@ -190,7 +190,9 @@ sqlb_prepare(const char *sql, int nargs, Oid *argtypes)
  * is a change to the target.  Plans are kept by exact text, at most
  * PLAN_CACHE_SIZE of them; when that is full, all are dropped and the cache
  * starts again, so that a session of many different targets holds a
- * bounded amount of memory.
+ * bounded amount of memory.  Not while one of them runs, though (a trigger
+ * on the target may call idem_etl again): then the new statement's plan is
+ * used once and freed.
  */
 #define PLAN_CACHE_SIZE 32
 
@@ -203,20 +205,27 @@ typedef struct KeptStatement
 
 static KeptStatement plan_cache[PLAN_CACHE_SIZE];
 static int	plan_cache_used = 0;
+static int	plan_cache_running = 0; /* kept plans executing, nested */
 
 static SPIPlanPtr
-cached_plan(const char *sql)
+cached_plan(const char *sql, bool *kept)
 {
 	size_t		len = strlen(sql);
 	uint32		h = hash_bytes((const unsigned char *) sql, (int) len);
 	KeptStatement *entry;
 	SPIPlanPtr	plan;
 
+	*kept = true;
 	for (int i = 0; i < plan_cache_used; i++)
 	{
 		entry = &plan_cache[i];
 		if (entry->hash == h && strcmp(entry->sql, sql) == 0)
 			return entry->plan;
+	}
+	if (plan_cache_used == PLAN_CACHE_SIZE && plan_cache_running > 0)
+	{
+		*kept = false;
+		return sqlb_prepare(sql, 0, NULL);
 	}
 	if (plan_cache_used == PLAN_CACHE_SIZE)
 	{
@@ -241,10 +250,24 @@ cached_plan(const char *sql)
 uint64
 sqlb_exec_cached(const char *sql)
 {
-	int			rc = SPI_execute_plan(cached_plan(sql), NULL, NULL, false, 0);
+	bool		kept;
+	SPIPlanPtr	plan = cached_plan(sql, &kept);
+	volatile int rc = 0;
 
+	plan_cache_running++;
+	PG_TRY();
+	{
+		rc = SPI_execute_plan(plan, NULL, NULL, false, 0);
+	}
+	PG_FINALLY();
+	{
+		plan_cache_running--;
+	}
+	PG_END_TRY();
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+	if (!kept)
+		SPI_freeplan(plan);
 	return SPI_processed;
 }
 

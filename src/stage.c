@@ -113,6 +113,7 @@ typedef struct FilterReceiver
 	StageRowFilter keep;
 	void	   *arg;
 	MemoryContext rowcxt;
+	Datum	   *values;			/* the row staged, detoasted */
 } FilterReceiver;
 
 static bool
@@ -128,10 +129,13 @@ filter_receive(TupleTableSlot *slot, DestReceiver *self)
 	if (f->keep == NULL || f->keep(slot, f->arg))
 	{
 		for (int i = 0; i < desc->natts; i++)
+		{
+			f->values[i] = slot->tts_values[i];
 			if (!slot->tts_isnull[i] && TupleDescAttr(desc, i)->attlen == -1 &&
-				VARATT_IS_EXTERNAL(DatumGetPointer(slot->tts_values[i])))
-				slot->tts_values[i] = PointerGetDatum(detoast_external_attr((struct varlena *) DatumGetPointer(slot->tts_values[i])));
-		tuplestore_putvalues(f->rel->store, desc, slot->tts_values, slot->tts_isnull);
+				VARATT_IS_EXTERNAL(DatumGetPointer(f->values[i])))
+				f->values[i] = PointerGetDatum(detoast_external_attr((struct varlena *) DatumGetPointer(f->values[i])));
+		}
+		tuplestore_putvalues(f->rel->store, desc, f->values, slot->tts_isnull);
 		f->rel->nrows++;
 	}
 	MemoryContextSwitchTo(oldcxt);
@@ -188,6 +192,7 @@ stage_query_filtered(const char *sql, const char *purpose, int natts,
 	f.arg = arg;
 	f.rowcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl staging row",
 									 ALLOCSET_DEFAULT_SIZES);
+	f.values = palloc(sizeof(Datum) * Max(natts, 1));
 	memset(&options, 0, sizeof(options));
 	options.dest = (DestReceiver *) &f;
 	rc = SPI_execute_plan_extended(plan, &options);

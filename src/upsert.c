@@ -461,18 +461,21 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	 * than their targets.  A batch of half its target or more may instead
 	 * be merge-joined with the target's key index read in key order, if
 	 * the planner prefers, unless it is in key order already (a merge join
-	 * would sort it again: the planner cannot know).  Never a hash join:
-	 * its output, in batches beyond work_mem, is not in key order, which
-	 * the writes rely on.  The settings revert when this level ends.
+	 * would sort it again: the planner cannot know) or its plan is kept
+	 * (the next batch may be as small as its target is large).  Never a
+	 * hash join: its output, in batches beyond work_mem, is not in key
+	 * order, which the writes rely on.  The settings revert when this
+	 * level ends.
 	 */
+	m.cached = batch->nkeys <= MERGE_CACHED_KEYS;
 	nestlevel = NewGUCNestLevel();
 	(void) set_config_option("enable_hashjoin", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-	if (batch->in_key_order || batch->nkeys < target_rows(target) / 2)
+	if (m.cached || batch->in_key_order || batch->nkeys < target_rows(target) / 2)
 		(void) set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
 
-	if (target->relkind == RELKIND_RELATION && batch->nkeys > MERGE_CACHED_KEYS)
+	if (target->relkind == RELKIND_RELATION && !m.cached)
 	{
 		const char *absent = target_alias(target, "idem_absent");
 		ErrorData  *failure;
@@ -515,7 +518,6 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 		append_outcome(&sql, target);
 		merge_cid = GetCurrentCommandId(false);
 		m.sql = sql.data;
-		m.cached = batch->nkeys <= MERGE_CACHED_KEYS;
 		run_merge(&m);
 		if (target->relkind != RELKIND_RELATION && m.written > 0)
 			m.inserted = count_partitioned_inserts(target, key, batch, merge_cid);
