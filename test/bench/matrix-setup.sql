@@ -101,7 +101,6 @@ CREATE OR REPLACE PROCEDURE mx_timed(p_n bigint, p_b bigint, p_sid text, p_phase
 LANGUAGE plpgsql AS $$
 DECLARE
     s   text;
-    r   record;
     res text;
     t0  timestamptz;
     t1  timestamptz;
@@ -110,12 +109,7 @@ BEGIN
       INTO s FROM mx_strategy WHERE sid = p_sid;
     COMMIT;
     t0 := clock_timestamp();
-    IF s ~* '^\s*select' THEN
-        EXECUTE s INTO r;
-        res := row_to_json(r)::text;
-    ELSE
-        EXECUTE s;
-    END IF;
+    res := bench_exec(ARRAY[s], p_rep);  -- bench-common.sql
     COMMIT;
     t1 := clock_timestamp();
     INSERT INTO mx_results VALUES (p_n, p_b, p_sid, p_phase, p_rep, 1000 * extract(epoch FROM t1 - t0), res)

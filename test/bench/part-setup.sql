@@ -176,7 +176,6 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_stmts text[];
     s      text;
-    r      record;
     res    text;
     d      date := part_day();
     t0     timestamptz;
@@ -187,10 +186,9 @@ DECLARE
     redo0  pg_lsn;
     redo1  pg_lsn;
 BEGIN
-    SELECT array_agg(replace(replace(replace(replace(x, '%DAY%', d::text),
-                                                 '%NEXT%', (d + 1)::text),
-                                         '%PART%', part_name(d)),
-                                 '%REP%', p_rep::text) ORDER BY u.i)
+    SELECT array_agg(replace(replace(replace(x, '%DAY%', d::text),
+                                         '%NEXT%', (d + 1)::text),
+                                 '%PART%', part_name(d)) ORDER BY u.i)
       INTO v_stmts
       FROM part_strategy AS ps, unnest(ps.stmts) WITH ORDINALITY AS u(x, i)
      WHERE ps.sid = p_sid;
@@ -199,16 +197,15 @@ BEGIN
 
     l0 := pg_current_wal_insert_lsn();
     t0 := clock_timestamp();
+    -- COMMIT and '-- mark' are the procedure's: each other statement goes
+    -- alone to bench_exec (bench-common.sql: %REP%, the SELECT's row).
     FOREACH s IN ARRAY v_stmts LOOP
         IF s = 'COMMIT' THEN
             COMMIT;
         ELSIF s = '-- mark' THEN
             tm := clock_timestamp();
-        ELSIF s ~* '^\s*select' THEN
-            EXECUTE s INTO r;
-            res := row_to_json(r)::text;
         ELSE
-            EXECUTE s;
+            res := coalesce(bench_exec(ARRAY[s], p_rep), res);
         END IF;
     END LOOP;
     COMMIT;

@@ -70,8 +70,6 @@ CREATE OR REPLACE PROCEDURE wl_timed(p_wl text, p_sid text, p_rep int)
 LANGUAGE plpgsql AS $$
 DECLARE
     stmts text[];
-    s     text;
-    r     record;
     res   text;
     t0    timestamptz;
     t1    timestamptz;
@@ -82,15 +80,7 @@ BEGIN
     COMMIT;
     l0 := pg_current_wal_insert_lsn();
     t0 := clock_timestamp();
-    FOREACH s IN ARRAY stmts LOOP
-        s := replace(s, '%REP%', p_rep::text);
-        IF s ~* '^\s*select' THEN
-            EXECUTE s INTO r;
-            res := row_to_json(r)::text;
-        ELSE
-            EXECUTE s;
-        END IF;
-    END LOOP;
+    res := bench_exec(stmts, p_rep);    -- bench-common.sql
     COMMIT;
     t1 := clock_timestamp();
     l1 := pg_current_wal_insert_lsn();
