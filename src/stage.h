@@ -1,7 +1,8 @@
 /*
  * stage.h
- *		Staging a batch: the source query, evaluated once, into a temporary
- *		table with the target's column types; and its fingerprint.
+ *		Staging a batch: the source query, evaluated once, into a tuplestore
+ *		with the target's column types (or into a table that becomes a
+ *		partition); its fingerprint and key hashes, gathered on the way.
  */
 #ifndef IDEM_STAGE_H
 #define IDEM_STAGE_H
