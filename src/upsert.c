@@ -460,18 +460,19 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	 * rather than hash the whole target: batches are usually much smaller
 	 * than their targets.  A batch of half its target or more may instead
 	 * be merge-joined with the target's key index read in key order, if
-	 * the planner prefers, unless it is in key order already (a merge join
-	 * would sort it again: the planner cannot know) or its plan is kept
-	 * (the next batch may be as small as its target is large).  Never a
-	 * hash join: its output, in batches beyond work_mem, is not in key
-	 * order, which the writes rely on.  The settings revert when this
-	 * level ends.
+	 * the planner prefers, unless its plan is kept (the next batch may be
+	 * as small as its target is large).  That holds for a batch already in
+	 * key order too, which the merge join sorts again (the planner cannot
+	 * know): 1M rows with 10% duplicates into 1M, 4.8 s probing, 4.4 s
+	 * sorting and merging.  Never a hash join: its output, in batches
+	 * beyond work_mem, is not in key order, which the writes rely on.  The
+	 * settings revert when this level ends.
 	 */
 	m.cached = batch->nkeys <= MERGE_CACHED_KEYS;
 	nestlevel = NewGUCNestLevel();
 	(void) set_config_option("enable_hashjoin", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-	if (m.cached || batch->in_key_order || batch->nkeys < target_rows(target) / 2)
+	if (m.cached || batch->nkeys < target_rows(target) / 2)
 		(void) set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
 
