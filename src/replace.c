@@ -292,6 +292,28 @@ carry_rows(ReplaceArgs *a, PartSlot *slot, NewPart *np)
 }
 
 /*
+ * Load the new partition np with the rows of staged relation from (those
+ * matching where, when given): the source's columns, and the values
+ * newpart_identity added for the table's own columns.  Returns the rows.
+ */
+static int64
+load_staged(NewPart *np, Stage *loaded, const char *extra_cols,
+			const char *extra_vals, const char *from, const char *where)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "INSERT INTO %s (", np->qualname);
+	sqlb_append_columns(&sql, NULL, loaded->columns, loaded->ncolumns);
+	appendStringInfo(&sql, "%s) SELECT ", extra_cols);
+	sqlb_append_columns(&sql, NULL, loaded->columns, loaded->ncolumns);
+	appendStringInfo(&sql, "%s FROM %s", extra_vals, from);
+	if (where)
+		appendStringInfo(&sql, " WHERE %s", where);
+	return (int64) sqlb_exec(sql.data);
+}
+
+/*
  * Replace one partition, whose lock the caller holds.  Its new rows come
  * from the source (g == NULL), or are the next group of a staged batch
  * split by partition (etl_replace_partitions), whose fingerprint and
@@ -326,7 +348,6 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 	if (g != NULL)
 	{
 		StagedRel  *rows;
-		StringInfoData sql;
 
 		run.batch_rows = nrows;
 		run.fingerprint = fingerprint;
@@ -341,19 +362,12 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 		}
 		rows = stage_next_group(g, true, "part");
 		np = newpart_create(a->target, a->pk, slot);
-		initStringInfo(&sql);
-		appendStringInfo(&sql, "INSERT INTO %s (", np->qualname);
-		sqlb_append_columns(&sql, NULL, loaded.columns, loaded.ncolumns);
-		appendStringInfo(&sql, "%s) SELECT ", extra_cols.data);
-		sqlb_append_columns(&sql, NULL, loaded.columns, loaded.ncolumns);
-		appendStringInfo(&sql, "%s FROM %s", extra_vals.data, rows->name);
-		loaded.nrows = (int64) sqlb_exec(sql.data);
+		loaded.nrows = load_staged(np, &loaded, extra_cols.data, extra_vals.data,
+								   rows->name, NULL);
 		stage_drop(rows);
 	}
 	else if (a->condition)
 	{
-		StringInfoData sql;
-
 		/*
 		 * The partition's rows outside the condition are copied below and
 		 * the copy replaces it: a row written to it after the copy's
@@ -371,14 +385,8 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 		}
 		/* etl_replace_where: the source's rows of this partition ... */
 		np = newpart_create(a->target, a->pk, slot);
-		initStringInfo(&sql);
-		appendStringInfo(&sql, "INSERT INTO %s (", np->qualname);
-		sqlb_append_columns(&sql, NULL, loaded.columns, loaded.ncolumns);
-		appendStringInfo(&sql, "%s) SELECT ", extra_cols.data);
-		sqlb_append_columns(&sql, NULL, loaded.columns, loaded.ncolumns);
-		appendStringInfo(&sql, "%s FROM %s WHERE %s", extra_vals.data, a->stage->name,
-						 slot->check_sql);
-		loaded.nrows = (int64) sqlb_exec(sql.data);
+		loaded.nrows = load_staged(np, &loaded, extra_cols.data, extra_vals.data,
+								   a->stage->name, slot->check_sql);
 		/* ... and its rows the condition does not cover, carried over */
 		if (OidIsValid(slot->partoid))
 			carried = carry_rows(a, slot, np);
