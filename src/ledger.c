@@ -315,6 +315,59 @@ lookup_latest(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes, Datu
 }
 
 /*
+ * The prior of ledger_partition_prior and ledger_where_prior: the latest
+ * applied run, as the lookup tt found it (NULL: none), and then the first
+ * later run that changed what it loaded, looked up by change_sql with $1
+ * the target (args[0]), $2 the applied run (args[1] is set here) and $3 as
+ * the caller set it.
+ */
+static LedgerPartPrior
+prior_and_change(SPITupleTable *tt, SPIPlanPtr *change_cache, const char *change_sql,
+				 Oid *argtypes, Datum *args, const char *run_key)
+{
+	LedgerPartPrior prior = {0, NULL, 0, NULL};
+	bool		isnull;
+
+	if (tt == NULL)
+		return prior;
+	prior.applied = DatumGetInt64(SPI_getbinval(tt->vals[0], tt->tupdesc, 1, &isnull));
+	prior.fingerprint = SPI_getvalue(tt->vals[0], tt->tupdesc, 2);
+
+	argtypes[1] = INT8OID;
+	args[1] = Int64GetDatum(prior.applied);
+	tt = lookup_latest(change_cache, change_sql, 3, argtypes, args, run_key);
+	if (tt != NULL)
+	{
+		prior.changed_by = DatumGetInt64(SPI_getbinval(tt->vals[0], tt->tupdesc, 1, &isnull));
+		prior.changed_op = SPI_getvalue(tt->vals[0], tt->tupdesc, 2);
+	}
+	return prior;
+}
+
+/*
+ * The statements of ledger_partition_prior, by the column that names the
+ * partition: partition_bound, or on objects still at 0.1 partition_value.
+ */
+#define PARTITION_APPLIED_SQL(col) \
+	"SELECT run_id, fingerprint FROM idem_etl.runs" \
+	" WHERE target_oid OPERATOR(pg_catalog.=) $1" \
+	" AND operation OPERATOR(pg_catalog.=) 'replace_partition'" \
+	" AND run_key OPERATOR(pg_catalog.=) $2" \
+	" AND " col " OPERATOR(pg_catalog.=) $3" \
+	" AND NOT skipped ORDER BY run_id DESC LIMIT 1"
+#define PARTITION_CHANGED_SQL(col) \
+	"SELECT run_id, operation FROM idem_etl.runs" \
+	" WHERE target_oid OPERATOR(pg_catalog.=) $1" \
+	" AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped" \
+	" AND ((" col " OPERATOR(pg_catalog.=) $3" \
+	" AND (operation OPERATOR(pg_catalog.=) 'replace_partition'" \
+	" OR operation OPERATOR(pg_catalog.=) 'restore_partition'))" \
+	" OR (operation OPERATOR(pg_catalog.=) 'upsert'" \
+	" AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)" \
+	" OPERATOR(pg_catalog.>) 0))" \
+	" ORDER BY run_id LIMIT 1"
+
+/*
  * A replacement with run_key may be skipped only when the partition still
  * holds what an earlier run with that run_key loaded into it.  The
  * partition is identified by its bound, not by the value passed (all the
@@ -328,71 +381,28 @@ LedgerPartPrior
 ledger_partition_prior(Oid target, const char *run_key, const char *bound,
 					   const char *value)
 {
-	LedgerPartPrior prior = {0, NULL, 0, NULL};
 	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
 	Datum		args[3];
-	SPITupleTable *tt;
-	bool		isnull;
 	static SPIPlanPtr applied_plan = NULL;
 	static SPIPlanPtr changed_plan = NULL;
-	bool		by_bound = idem_objects_at_least("0.2");
 
 	args[0] = ObjectIdGetDatum(target);
 	args[1] = CStringGetTextDatum(run_key);
-	args[2] = CStringGetTextDatum(by_bound ? bound : value);
-
-	/* objects still at 0.1: looked up by run value, as 0.1 did (not cached) */
-	tt = by_bound ?
-		lookup_latest(&applied_plan, "SELECT run_id, fingerprint FROM idem_etl.runs"
-					  " WHERE target_oid OPERATOR(pg_catalog.=) $1"
-					  " AND operation OPERATOR(pg_catalog.=) 'replace_partition'"
-					  " AND run_key OPERATOR(pg_catalog.=) $2"
-					  " AND partition_bound OPERATOR(pg_catalog.=) $3"
-					  " AND NOT skipped ORDER BY run_id DESC LIMIT 1",
-					  3, argtypes, args, run_key) :
-		lookup_latest(NULL, "SELECT run_id, fingerprint FROM idem_etl.runs"
-					  " WHERE target_oid OPERATOR(pg_catalog.=) $1"
-					  " AND operation OPERATOR(pg_catalog.=) 'replace_partition'"
-					  " AND run_key OPERATOR(pg_catalog.=) $2"
-					  " AND partition_value OPERATOR(pg_catalog.=) $3"
-					  " AND NOT skipped ORDER BY run_id DESC LIMIT 1",
-					  3, argtypes, args, run_key);
-	if (tt == NULL)
-		return prior;
-	prior.applied = DatumGetInt64(SPI_getbinval(tt->vals[0], tt->tupdesc, 1, &isnull));
-	prior.fingerprint = SPI_getvalue(tt->vals[0], tt->tupdesc, 2);
-
-	argtypes[1] = INT8OID;
-	args[1] = Int64GetDatum(prior.applied);
-	tt = by_bound ?
-		lookup_latest(&changed_plan, "SELECT run_id, operation FROM idem_etl.runs"
-					  " WHERE target_oid OPERATOR(pg_catalog.=) $1"
-					  " AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped"
-					  " AND ((partition_bound OPERATOR(pg_catalog.=) $3"
-					  " AND (operation OPERATOR(pg_catalog.=) 'replace_partition'"
-					  " OR operation OPERATOR(pg_catalog.=) 'restore_partition'))"
-					  " OR (operation OPERATOR(pg_catalog.=) 'upsert'"
-					  " AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)"
-					  " OPERATOR(pg_catalog.>) 0))"
-					  " ORDER BY run_id LIMIT 1",
-					  3, argtypes, args, run_key) :
-		lookup_latest(NULL, "SELECT run_id, operation FROM idem_etl.runs"
-					  " WHERE target_oid OPERATOR(pg_catalog.=) $1"
-					  " AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped"
-					  " AND ((partition_value OPERATOR(pg_catalog.=) $3"
-					  " AND (operation OPERATOR(pg_catalog.=) 'replace_partition'"
-					  " OR operation OPERATOR(pg_catalog.=) 'restore_partition'))"
-					  " OR (operation OPERATOR(pg_catalog.=) 'upsert'"
-					  " AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)"
-					  " OPERATOR(pg_catalog.>) 0))"
-					  " ORDER BY run_id LIMIT 1",
-					  3, argtypes, args, run_key);
-	if (tt != NULL)
+	if (idem_objects_at_least("0.2"))
 	{
-		prior.changed_by = DatumGetInt64(SPI_getbinval(tt->vals[0], tt->tupdesc, 1, &isnull));
-		prior.changed_op = SPI_getvalue(tt->vals[0], tt->tupdesc, 2);
+		args[2] = CStringGetTextDatum(bound);
+		return prior_and_change(lookup_latest(&applied_plan,
+											  PARTITION_APPLIED_SQL("partition_bound"),
+											  3, argtypes, args, run_key),
+								&changed_plan, PARTITION_CHANGED_SQL("partition_bound"),
+								argtypes, args, run_key);
 	}
-	return prior;
+	/* objects still at 0.1: looked up by run value, as 0.1 did (not cached) */
+	args[2] = CStringGetTextDatum(value);
+	return prior_and_change(lookup_latest(NULL, PARTITION_APPLIED_SQL("partition_value"),
+										  3, argtypes, args, run_key),
+							NULL, PARTITION_CHANGED_SQL("partition_value"),
+							argtypes, args, run_key);
 }
 
 /*
@@ -405,11 +415,9 @@ ledger_partition_prior(Oid target, const char *run_key, const char *bound,
 LedgerPartPrior
 ledger_where_prior(Oid target, const char *run_key, const char *bound)
 {
-	LedgerPartPrior prior = {0, NULL, 0, NULL};
 	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
 	Datum		args[3];
 	SPITupleTable *tt;
-	bool		isnull;
 
 	idem_require_objects("0.2", "etl_replace_where");
 	args[0] = ObjectIdGetDatum(target);
@@ -422,29 +430,16 @@ ledger_where_prior(Oid target, const char *run_key, const char *bound)
 					   " AND partition_bound OPERATOR(pg_catalog.=) $3"
 					   " AND NOT skipped ORDER BY run_id DESC LIMIT 1",
 					   3, argtypes, args, run_key);
-	if (tt == NULL)
-		return prior;
-	prior.applied = DatumGetInt64(SPI_getbinval(tt->vals[0], tt->tupdesc, 1, &isnull));
-	prior.fingerprint = SPI_getvalue(tt->vals[0], tt->tupdesc, 2);
-
-	argtypes[1] = INT8OID;
-	args[1] = Int64GetDatum(prior.applied);
-	tt = lookup_latest(NULL, "SELECT run_id, operation FROM idem_etl.runs"
-					   " WHERE target_oid OPERATOR(pg_catalog.=) $1"
-					   " AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped"
-					   " AND (operation OPERATOR(pg_catalog.=)"
-					   " ANY ('{replace_partition,restore_partition,replace_where}'::pg_catalog.text[])"
-					   " OR (operation OPERATOR(pg_catalog.=) 'upsert'"
-					   " AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)"
-					   " OPERATOR(pg_catalog.>) 0))"
-					   " ORDER BY run_id LIMIT 1",
-					   3, argtypes, args, run_key);
-	if (tt != NULL)
-	{
-		prior.changed_by = DatumGetInt64(SPI_getbinval(tt->vals[0], tt->tupdesc, 1, &isnull));
-		prior.changed_op = SPI_getvalue(tt->vals[0], tt->tupdesc, 2);
-	}
-	return prior;
+	return prior_and_change(tt, NULL, "SELECT run_id, operation FROM idem_etl.runs"
+							" WHERE target_oid OPERATOR(pg_catalog.=) $1"
+							" AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped"
+							" AND (operation OPERATOR(pg_catalog.=)"
+							" ANY ('{replace_partition,restore_partition,replace_where}'::pg_catalog.text[])"
+							" OR (operation OPERATOR(pg_catalog.=) 'upsert'"
+							" AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)"
+							" OPERATOR(pg_catalog.>) 0))"
+							" ORDER BY run_id LIMIT 1",
+							argtypes, args, run_key);
 }
 
 static Oid
