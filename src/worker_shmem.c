@@ -66,6 +66,15 @@ typedef struct DbState
 	TimestampTz retry_after;	/* after a visit that failed */
 	int			queued;			/* as counted at the last visit */
 	char		reason[128];	/* why due jobs wait, or "" */
+
+	/*
+	 * What was noted since the current visit began.  The visit's report
+	 * replaces next_due and next_housekeeping with what its snapshot saw;
+	 * a job queued (or requeued) after that snapshot would be lost and wait
+	 * for the next unrelated visit, so the report keeps these too.
+	 */
+	TimestampTz noted_due;
+	TimestampTz noted_housekeeping;
 } DbState;
 
 typedef struct WorkerProc
@@ -163,7 +172,19 @@ db_entry(Oid dboid, bool add)
 	free_entry->dboid = dboid;
 	free_entry->next_due = DT_NOEND;
 	free_entry->next_housekeeping = DT_NOEND;
+	free_entry->noted_due = DT_NOEND;
+	free_entry->noted_housekeeping = DT_NOEND;
 	return free_entry;
+}
+
+/* Work is due in db by these times (DT_NOEND: none).  Locked. */
+static void
+db_note_due(DbState *db, TimestampTz due, TimestampTz housekeeping)
+{
+	db->next_due = Min(db->next_due, due);
+	db->next_housekeeping = Min(db->next_housekeeping, housekeeping);
+	db->noted_due = Min(db->noted_due, due);
+	db->noted_housekeeping = Min(db->noted_housekeeping, housekeeping);
 }
 
 /* Visit dboid soon: a job may need requeueing or giving back.  Locked. */
@@ -173,7 +194,7 @@ visit_soon(Oid dboid)
 	DbState    *db = db_entry(dboid, false);
 
 	if (db)
-		db->next_housekeeping = GetCurrentTimestamp();
+		db_note_due(db, DT_NOEND, GetCurrentTimestamp());
 }
 
 /* --- notes from backends, applied when their transaction commits --- */
@@ -194,10 +215,7 @@ apply_notes(XactEvent event, void *arg)
 		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 		db = db_entry(MyDatabaseId, true);
 		if (db)
-		{
-			db->next_due = Min(db->next_due, pending_due);
-			db->next_housekeeping = Min(db->next_housekeeping, pending_housekeeping);
-		}
+			db_note_due(db, pending_due, pending_housekeeping);
 		LWLockRelease(shared->lock);
 		wake_launcher();
 	}
@@ -303,7 +321,7 @@ worker_add_database(Oid dboid, TimestampTz housekeeping)
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	db = db_entry(dboid, true);
 	if (db)
-		db->next_housekeeping = Min(db->next_housekeeping, housekeeping);
+		db_note_due(db, DT_NOEND, housekeeping);
 	LWLockRelease(shared->lock);
 }
 
@@ -398,6 +416,8 @@ worker_next_visit(TimestampTz now, int *nclaim, TimestampTz *wake)
 	{
 		dboid = best->dboid;
 		best->last_visit = now;
+		best->noted_due = DT_NOEND;
+		best->noted_housekeeping = DT_NOEND;
 		if (best->next_due <= now && free_slots > 0)
 			*nclaim = Max(1, free_slots / Max(1, due_jobs));
 		for (int i = 0, n = 0; i < shared->nslots && n < *nclaim; i++)
@@ -605,8 +625,8 @@ worker_report_visit(Oid dboid, int queued, TimestampTz next_due,
 	if (db)
 	{
 		db->queued = queued;
-		db->next_due = next_due;
-		db->next_housekeeping = next_housekeeping;
+		db->next_due = Min(next_due, db->noted_due);
+		db->next_housekeeping = Min(next_housekeeping, db->noted_housekeeping);
 		db->reported = GetCurrentTimestamp();
 		db->retry_after = 0;
 		db->reason[0] = '\0';
@@ -676,9 +696,9 @@ worker_job_finished(int slot, bool failed)
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	db = db_entry(shared->jobs[slot].dboid, false);
 	if (db)
-		db->next_housekeeping = Min(db->next_housekeeping,
-									failed ? now :
-									TimestampTzPlusMilliseconds(now, (int64) idem_job_retention * 1000));
+		db_note_due(db, DT_NOEND,
+				 failed ? now :
+				 TimestampTzPlusMilliseconds(now, (int64) idem_job_retention * 1000));
 	LWLockRelease(shared->lock);
 }
 
