@@ -143,6 +143,83 @@ SELECT * FROM dups.err($$SELECT * FROM etl_upsert_batch('dups.big',
     'SELECT g AS id, ''w'' || (g + 2) AS v, 2 AS ts FROM generate_series(1, 20000) g UNION ALL SELECT 777, ''other'', 2')$$);
 RESET work_mem;
 
+--
+-- Exact copies are recognised while the batch is staged, and only one of
+-- them is staged (DEBUG1 says how many rows were): a batch of many rows over
+-- few keys is not staged and sorted whole.  Nothing else changes.
+--
+CREATE TABLE dups.few (id int PRIMARY KEY, v text, doc json);
+SET client_min_messages = debug1;
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.few',
+    'SELECT g % 100 AS id, ''v'' || g % 100 AS v, ''{"k": 1}''::json AS doc FROM generate_series(1, 200000) g');
+-- expect audits the batch as the source produced it: every row staged
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.few',
+    'SELECT g % 100 AS id, ''v'' || g % 100 AS v, ''{"k": 1}''::json AS doc FROM generate_series(1, 200000) g',
+    expect => 'count(*) = 200000');
+RESET client_min_messages;
+SELECT count(*), min(id), max(id), min(v), max(v) FROM dups.few;
+-- the copies count in the fingerprint and the ledger: the same batch again
+-- under its run_key is skipped, one copy more is another batch
+SELECT skipped FROM etl_upsert_batch('dups.few',
+    'SELECT g % 100 AS id, ''v'' || g % 100 AS v, ''{"k": 1}''::json AS doc FROM generate_series(1, 200000) g',
+    run_key => 'few');
+SELECT skipped FROM etl_upsert_batch('dups.few',
+    'SELECT g % 100 AS id, ''v'' || g % 100 AS v, ''{"k": 1}''::json AS doc FROM generate_series(1, 200000) g',
+    run_key => 'few');
+SELECT skipped, unchanged FROM etl_upsert_batch('dups.few',
+    'SELECT g % 100 AS id, ''v'' || g % 100 AS v, ''{"k": 1}''::json AS doc FROM generate_series(1, 200001) g',
+    run_key => 'few');
+SELECT batch_rows, skipped, corrects IS NOT NULL AS corrects FROM idem_etl.runs
+ WHERE run_key = 'few' ORDER BY run_id;
+-- one differing row among the copies: 21000, one key
+SELECT * FROM dups.err($$SELECT * FROM etl_upsert_batch('dups.few',
+    'SELECT g % 100 AS id, CASE g WHEN 777 THEN ''other'' ELSE ''v'' || g % 100 END AS v, ''{"k": 1}''::json AS doc FROM generate_series(1, 200000) g')$$);
+-- differing only in json text, which has no = operator: 21000 too
+SELECT * FROM dups.err($$SELECT * FROM etl_upsert_batch('dups.few',
+    'SELECT g % 100 AS id, ''v'' || g % 100 AS v, CASE g WHEN 777 THEN ''{"k":1}'' ELSE ''{"k": 1}'' END::json AS doc FROM generate_series(1, 200000) g')$$);
+-- order_by: copies of an older and of a newer row per key, the newer wins
+CREATE TABLE dups.fewts (id int PRIMARY KEY, v text, ts int);
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.fewts',
+    'SELECT g % 100 AS id, ''v'' || g % 100 || ''@'' || g / 100 % 2 AS v, g / 100 % 2 AS ts FROM generate_series(1, 200000) g',
+    order_by => 'ts DESC');
+SELECT count(*) FILTER (WHERE ts = 1 AND v = 'v' || id || '@1') AS newest, count(*) FROM dups.fewts;
+-- copies of two differing rows tied for first place: 21000
+SELECT * FROM dups.err($$SELECT * FROM etl_upsert_batch('dups.fewts',
+    'SELECT g % 100 AS id, ''v'' || g % 100 || ''@'' || g / 100 % 2 AS v, 7 AS ts FROM generate_series(1, 200000) g',
+    order_by => 'ts DESC')$$);
+
+-- The copies are remembered in at most work_mem.  Copies that come first
+-- keep the table in use once it is full: later copies of the rows it holds
+-- are still recognised, other rows are staged.
+SET work_mem = '64kB';
+SET client_min_messages = debug1;
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.big',
+    $$SELECT id, v, ts FROM (
+             SELECT 1 AS o, g % 100 AS id, 'c' || g % 100 AS v, 0 AS ts FROM generate_series(1, 1000) g
+             UNION ALL SELECT 2, g, 'd' || g, 0 FROM generate_series(100, 20099) g
+             UNION ALL SELECT 3, g % 100, 'c' || g % 100, 0 FROM generate_series(1, 1000) g) s
+      ORDER BY o$$);
+RESET client_min_messages;
+-- the same with copies of rows it could not hold: the sort finds those
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.big',
+    $$SELECT id, v, ts FROM (
+             SELECT 1 AS o, g % 100 AS id, 'c' || g % 100 AS v, 1 AS ts FROM generate_series(1, 1000) g
+             UNION ALL SELECT 2, g, 'd' || g, 1 FROM generate_series(100, 20099) g
+             UNION ALL SELECT 3, g % 100, 'c' || g % 100, 1 FROM generate_series(1, 1000) g
+             UNION ALL SELECT 4, g, 'd' || g, 1 FROM generate_series(100, 20099, 7) g) s
+      ORDER BY o$$);
+SELECT count(*) FILTER (WHERE v = CASE WHEN id < 100 THEN 'c' ELSE 'd' END || id AND ts = 1) AS c_d,
+       count(*) FROM dups.big;
+-- a batch whose first work_mem of rows has no copies is staged whole: the
+-- sort finds its duplicates, with the same results
+SET client_min_messages = debug1;
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.big',
+    $$SELECT g AS id, 'e' || g AS v, 0 AS ts FROM generate_series(1, 20000) g
+      UNION ALL SELECT g, 'e' || g, 0 FROM generate_series(1, 20000) g$$);
+RESET client_min_messages;
+SELECT count(*) FILTER (WHERE v = 'e' || id) AS e, count(*) FROM dups.big;
+RESET work_mem;
+
 -- order_by over a column the source does not have: 42703
 SELECT * FROM dups.err($$SELECT * FROM etl_upsert_batch('dups.t', 'TABLE dups.b', order_by => 'nonesuch DESC')$$);
 

@@ -37,6 +37,7 @@
 #include "utils/tuplesort.h"
 #include "utils/typcache.h"
 
+#include "copies.h"
 #include "progress.h"
 #include "sql_build.h"
 #include "stage.h"
@@ -436,13 +437,15 @@ source_attnums(Stage *stage, TupleDesc desc)
 	return atts;
 }
 
-/* Add one row's hash (columns atts of values, or all) to the multiset sum. */
+/*
+ * Add one row's hash (columns atts of values, or all) to the multiset sum;
+ * the row's own hash is left in h.
+ */
 static void
 hash_row(TupleDesc desc, Datum *values, bool *isnull, const AttrNumber *atts,
-		 int natts, uint64 *sum)
+		 int natts, uint64 *sum, uint64 *h)
 {
-	uint64		h[2] = {0, 0};
-
+	h[0] = h[1] = 0;
 	for (int i = 0; i < natts; i++)
 	{
 		int			a = (atts ? atts[i] : i + 1) - 1;
@@ -505,6 +508,7 @@ typedef struct BatchHashes
 	TargetKey  *key;			/* NULL: no key checks */
 	KeyHasher  *kh;
 	uint64		sum[2];
+	uint64		row_hash[2];	/* of the last row added */
 	int64		null_key_rows;
 	uint64	   *key_hashes;		/* while they fit in work_mem ... */
 	int64		capacity;		/* (of key_hashes) */
@@ -533,15 +537,21 @@ hashes_begin(BatchHashes *bh, Stage *stage, TupleDesc desc, TargetKey *key)
 }
 
 /*
- * Add one row (values and isnull as desc lays them out); allocations
- * other than key_hashes go to the caller's short-lived context.
+ * Add one row (values and isnull as desc lays them out) to the fingerprint,
+ * and then (hashes_add_key) to the key checks; allocations other than
+ * key_hashes go to the caller's short-lived context.
  */
 static void
-hashes_add(BatchHashes *bh, Datum *values, bool *isnull)
+hashes_add_row(BatchHashes *bh, Datum *values, bool *isnull)
+{
+	hash_row(bh->desc, values, isnull, bh->atts, bh->natts, bh->sum, bh->row_hash);
+}
+
+static void
+hashes_add_key(BatchHashes *bh, Datum *values, bool *isnull)
 {
 	uint64		keyhash;
 
-	hash_row(bh->desc, values, isnull, bh->atts, bh->natts, bh->sum);
 	if (bh->key == NULL)
 		return;
 	if (!hash_key(bh->kh, bh->key->ncolumns, bh->desc, values, isnull,
@@ -659,6 +669,7 @@ typedef struct StageReceiver
 	Datum	   *values;
 	bool	   *nulls;
 	BatchHashes hashes;
+	RowCopies  *copies;			/* NULL: every row is staged */
 } StageReceiver;
 
 static bool
@@ -686,13 +697,20 @@ stage_receive(TupleTableSlot *slot, DestReceiver *self)
 		r->values[i] = value;
 		r->nulls[i] = isnull;
 	}
-	tuplestore_putvalues(r->rel->store, desc, r->values, r->nulls);
-	hashes_add(&r->hashes, r->values, r->nulls);
+	hashes_add_row(&r->hashes, r->values, r->nulls);
+	if (r->copies && copies_seen(r->copies, r->hashes.row_hash, r->values, r->nulls))
+		r->stage->ncopies++;
+	else
+	{
+		tuplestore_putvalues(r->rel->store, desc, r->values, r->nulls);
+		hashes_add_key(&r->hashes, r->values, r->nulls);
+		r->rel->nrows++;
+	}
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextReset(r->rowcxt);
 	ResetExprContext(r->econtext);
-	if (++r->rel->nrows % 1024 == 0)
-		progress_rows(r->rel->nrows);
+	if (++r->stage->nrows % 1024 == 0)
+		progress_rows(r->stage->nrows);
 	return true;
 }
 
@@ -731,10 +749,12 @@ stage_receiver_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
  * types, in the caller's statement snapshot (read-only execution uses the
  * active snapshot as it is): the source sees what the calling statement
  * sees.  What stage_scan reports (fingerprint, and with key, the key
- * checks) is gathered on the way.
+ * checks) is gathered on the way.  With drop_copies, rows that are exact
+ * copies of a row already staged are counted (stage->ncopies) but not
+ * staged (copies.c).
  */
 void
-stage_load(Stage *stage, TargetInfo *target, TargetKey *key)
+stage_load(Stage *stage, TargetInfo *target, TargetKey *key, bool drop_copies)
 {
 	TupleDesc	desc = CreateTemplateTupleDesc(stage->ncolumns);
 	StageReceiver r;
@@ -766,6 +786,10 @@ stage_load(Stage *stage, TargetInfo *target, TargetKey *key)
 	r.values = palloc(sizeof(Datum) * stage->ncolumns);
 	r.nulls = palloc(sizeof(bool) * stage->ncolumns);
 	hashes_begin(&r.hashes, stage, desc, key);
+	if (drop_copies)
+		r.copies = copies_begin(desc);
+	stage->nrows = 0;
+	stage->ncopies = 0;
 
 	memset(&options, 0, sizeof(options));
 	options.read_only = true;
@@ -775,13 +799,14 @@ stage_load(Stage *stage, TargetInfo *target, TargetKey *key)
 		elog(ERROR, "loading the source failed: %s", SPI_result_code_string(rc));
 	FreeExprContext(r.econtext, true);
 	MemoryContextDelete(r.rowcxt);
+	if (r.copies)
+		copies_end(r.copies);
 
 	hashes_end(&r.hashes, stage);
 	stage->hashed_key = key;
 	stage_publish(r.rel);
 	stage->staged = r.rel;
 	stage->name = r.rel->name;
-	stage->nrows = r.rel->nrows;
 }
 
 /*
@@ -854,7 +879,8 @@ stage_scan(Stage *stage, TargetKey *key, const char *options)
 		CHECK_FOR_INTERRUPTS();
 		oldcxt = MemoryContextSwitchTo(rowcxt);
 		slot_getallattrs(slot);
-		hashes_add(&bh, slot->tts_values, slot->tts_isnull);
+		hashes_add_row(&bh, slot->tts_values, slot->tts_isnull);
+		hashes_add_key(&bh, slot->tts_values, slot->tts_isnull);
 		MemoryContextSwitchTo(oldcxt);
 		MemoryContextReset(rowcxt);
 	}
@@ -881,7 +907,7 @@ stage_keys_distinct(Stage *stage)
 	bool		isnull;
 	bool		distinct = true;
 
-	if (stage->key_hashes_equal || stage->nkey_hashes != stage->nrows)
+	if (stage->key_hashes_equal || stage->nkey_hashes != stage->nrows - stage->ncopies)
 		return false;			/* or NULL keys under NULLS NOT DISTINCT */
 	if (stage->key_hash_sort == NULL)
 		return hashes_distinct(stage->key_hashes, stage->nkey_hashes);
@@ -937,6 +963,7 @@ stage_runs(StagedRel *sorted, AttrNumber att, FmgrInfo *cmp, Oid collation, int 
 	while (tuplestore_gettupleslot(sorted->store, true, false, slot))
 	{
 		MemoryContext oldcxt;
+		uint64		h[2];
 		Datum		v;
 		bool		isnull;
 
@@ -960,7 +987,7 @@ stage_runs(StagedRel *sorted, AttrNumber att, FmgrInfo *cmp, Oid collation, int 
 		cur->nrows++;
 		oldcxt = MemoryContextSwitchTo(rowcxt);
 		slot_getallattrs(slot);
-		hash_row(desc, slot->tts_values, slot->tts_isnull, NULL, desc->natts, cur->sum);
+		hash_row(desc, slot->tts_values, slot->tts_isnull, NULL, desc->natts, cur->sum, h);
 		MemoryContextSwitchTo(oldcxt);
 		MemoryContextReset(rowcxt);
 	}

@@ -34,7 +34,8 @@ typedef struct Stage
 								 * and run by stage_load; SPI_finish frees it */
 	int			ncolumns;		/* the columns to write, in target order */
 	char	  **columns;
-	int64		nrows;
+	int64		nrows;			/* as the source produced them */
+	int64		ncopies;		/* of them, exact copies not staged */
 
 	/* Filled by stage_load or stage_scan: the rows' hashes, summed ... */
 	uint64		sum[2];
@@ -70,7 +71,8 @@ typedef struct StageGroups
 
 extern Stage *stage_plan(TargetInfo *target, const char *source);
 extern bool stage_has_column(Stage *stage, const char *name);
-extern void stage_load(Stage *stage, TargetInfo *target, TargetKey *key);
+extern void stage_load(Stage *stage, TargetInfo *target, TargetKey *key,
+					   bool drop_copies);
 extern void stage_fill(Stage *stage, const char *into, const char *extra_columns,
 					   const char *extra_values);
 extern char *stage_scan(Stage *stage, TargetKey *key, const char *options);

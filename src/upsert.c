@@ -631,7 +631,13 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	if (args.run_key)
 		ledger_lock_key(target->relid, run.operation, args.run_key);
 	progress_phase("staging", -1);
-	stage_load(stage, target, key);
+	/* expect audits the batch as the source produced it, copies included */
+	stage_load(stage, target, key, args.expect == NULL);
+	if (stage->ncopies > 0)
+		ereport(DEBUG1,
+				(errmsg_internal("staged %lld of the %lld rows of the batch for \"%s\"; the others are exact copies of staged rows",
+								 (long long) (stage->nrows - stage->ncopies),
+								 (long long) stage->nrows, target->relname)));
 	run.batch_rows = stage->nrows;
 	/* audit before anything is written, a skip included */
 	audit_expect(args.expect, stage->name, target->relname);
