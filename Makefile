@@ -8,7 +8,7 @@ OBJS = \
 	src/sql_build.o \
 	src/relinfo.o \
 	src/stage.o \
-	src/copies.o \
+	src/collapse.o \
 	src/dedup.o \
 	src/compare.o \
 	src/ledger.o \

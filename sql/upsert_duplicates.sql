@@ -144,8 +144,9 @@ SELECT * FROM dups.err($$SELECT * FROM etl_upsert_batch('dups.big',
 RESET work_mem;
 
 --
--- Exact copies are recognised while the batch is staged, and only one of
--- them is staged (DEBUG1 says how many rows were): a batch of many rows over
+-- Rows that cannot win their key are recognised while the batch is staged,
+-- and not staged (DEBUG1 says how many rows were): exact copies, and rows
+-- order_by puts after another row of their key.  A batch of many rows over
 -- few keys is not staged and sorted whole.  Nothing else changes.
 --
 CREATE TABLE dups.few (id int PRIMARY KEY, v text, doc json);
@@ -179,10 +180,58 @@ SELECT * FROM dups.err($$SELECT * FROM etl_upsert_batch('dups.few',
     'SELECT g % 100 AS id, ''v'' || g % 100 AS v, CASE g WHEN 777 THEN ''{"k":1}'' ELSE ''{"k": 1}'' END::json AS doc FROM generate_series(1, 200000) g')$$);
 -- order_by: copies of an older and of a newer row per key, the newer wins
 CREATE TABLE dups.fewts (id int PRIMARY KEY, v text, ts int);
+SET client_min_messages = debug1;
 SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.fewts',
     'SELECT g % 100 AS id, ''v'' || g % 100 || ''@'' || g / 100 % 2 AS v, g / 100 % 2 AS ts FROM generate_series(1, 200000) g',
     order_by => 'ts DESC');
+RESET client_min_messages;
 SELECT count(*) FILTER (WHERE ts = 1 AND v = 'v' || id || '@1') AS newest, count(*) FROM dups.fewts;
+-- every row differs, the newest of each key wins: the same table as DISTINCT ON
+CREATE FUNCTION dups.fewts_batch() RETURNS TABLE (id int, v text, ts int) LANGUAGE sql AS
+  $$SELECT (g * 7) % 100, 'w' || g, (g * 7919) % 100003 FROM generate_series(1, 100000) g$$;
+SET client_min_messages = debug1;
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.fewts',
+    'SELECT * FROM dups.fewts_batch()', order_by => 'ts DESC');
+RESET client_min_messages;
+SELECT count(*) FROM (SELECT * FROM dups.fewts
+                      EXCEPT (SELECT DISTINCT ON (id) * FROM dups.fewts_batch() ORDER BY id, ts DESC)) d;
+-- volatile functions or subqueries in order_by: left to the sort (a key's
+-- rows are collapsed while staging only while they are copies of one row:
+-- no DEBUG1 here); the same winners
+CREATE FUNCTION dups.vol(int) RETURNS int LANGUAGE sql VOLATILE AS 'SELECT $1';
+SET client_min_messages = debug1;
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.fewts',
+    'SELECT id, v, ts + 1 AS ts FROM dups.fewts_batch(), generate_series(1, 2)', order_by => 'dups.vol(ts) DESC');
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.fewts',
+    'SELECT id, v, ts + 2 AS ts FROM dups.fewts_batch()', order_by => 'ts DESC, (SELECT 0)');
+RESET client_min_messages;
+SELECT count(*) FILTER (WHERE (id, v, ts - 2) IN (SELECT DISTINCT ON (id) * FROM dups.fewts_batch() ORDER BY id, ts DESC)) AS same,
+       count(*) FROM dups.fewts;
+-- two differing rows tie for first place, then a third beats them: no error
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.fewts',
+    $$SELECT id, v, ts FROM (VALUES (1, 'tie-a', 5, 1), (1, 'tie-b', 5, 2), (1, 'tie-a', 5, 3), (1, 'best', 9, 4),
+                                    (1, 'tie-b', 5, 5), (1, 'low', 0, 6)) s(id, v, ts, o) ORDER BY o$$,
+    order_by => 'ts DESC');
+SELECT * FROM dups.fewts WHERE id = 1;
+-- NULLS FIRST/LAST and collations as ORDER BY has them
+CREATE TABLE dups.coll (id int PRIMARY KEY, v text COLLATE "C", ts int);
+SET client_min_messages = debug1;
+SELECT inserted FROM etl_upsert_batch('dups.coll',
+    $$SELECT g % 3 AS id, (ARRAY['a', 'B', 'b', 'A'])[g % 4 + 1] AS v, NULLIF(g % 5, 0) AS ts FROM generate_series(1, 60) g$$,
+    order_by => 'v DESC, ts DESC NULLS LAST');
+SELECT * FROM dups.coll ORDER BY id;
+SELECT inserted, updated FROM etl_upsert_batch('dups.coll',
+    $$SELECT g % 3 AS id, (ARRAY['a', 'B', 'b', 'A'])[g % 4 + 1] AS v, NULLIF(g % 5, 0) AS ts FROM generate_series(1, 60) g$$,
+    order_by => 'v COLLATE "C" ASC, ts DESC');
+RESET client_min_messages;
+SELECT * FROM dups.coll ORDER BY id;
+-- keys equal for the index but not in binary image (numeric 1.0, 1.00): the
+-- sort decides between them
+CREATE TABLE dups.num (id numeric PRIMARY KEY, v text, ts int);
+SELECT inserted FROM etl_upsert_batch('dups.num',
+    $$SELECT id, v, ts FROM (VALUES (1.0, 'one', 1, 1), (1.00, 'two', 2, 2), (1.0, 'one', 1, 3)) s(id, v, ts, o) ORDER BY o$$,
+    order_by => 'ts DESC');
+SELECT * FROM dups.num;
 -- copies of two differing rows tied for first place: 21000
 SELECT * FROM dups.err($$SELECT * FROM etl_upsert_batch('dups.fewts',
     'SELECT g % 100 AS id, ''v'' || g % 100 || ''@'' || g / 100 % 2 AS v, 7 AS ts FROM generate_series(1, 200000) g',

@@ -163,7 +163,7 @@ pick_winners(TargetInfo *target, Stage *stage, const char *keys, const char *ord
 KeyedBatch
 dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_by)
 {
-	KeyedBatch	batch = {stage->name, NULL, stage->nrows - stage->ncopies, false};
+	KeyedBatch	batch = {stage->name, NULL, stage->nrows - stage->ncollapsed, false};
 	StringInfoData keys;
 	StagedRel  *winners;
 	char	   *from;

@@ -470,7 +470,7 @@ replace_in_table(ReplaceArgs *a, const char *value, ReplaceResult *r)
 	ledger_lock_partition(a->target->relid, bound);
 	start_run(&run, a, value, bound, a->target->qualname);
 	progress_phase("staging", -1);
-	stage_load(&batch, a->target, NULL, false);
+	stage_load(&batch, a->target, NULL, false, NULL);
 	audit_expect(a->expect, batch.name, a->target->relname);
 	sqlb_exec(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8,"
 					   " pg_catalog.min(coalesce(%s::pg_catalog.text, 'NULL'))"
@@ -848,7 +848,7 @@ etl_replace_partitions(PG_FUNCTION_ARGS)
 	col = quote_identifier(a.pk->column->name);
 
 	progress_phase("staging", -1);
-	stage_load(a.stage, a.target, NULL, false);
+	stage_load(a.stage, a.target, NULL, false, NULL);
 	audit_expect(a.expect, a.stage->name, a.target->relname);
 	nulls = sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s WHERE %s IS NULL",
 									a.stage->name, col));
@@ -996,7 +996,7 @@ where_run(ReplaceArgs *a, char *run_key, LedgerRun *run, ReplaceResult *total)
 	StringInfoData opts;
 
 	progress_phase("staging", -1);
-	stage_load(a->stage, a->target, NULL, false);
+	stage_load(a->stage, a->target, NULL, false, NULL);
 	audit_expect(a->expect, a->stage->name, a->target->relname);
 	check_source_inside(a);
 

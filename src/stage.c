@@ -37,7 +37,7 @@
 #include "utils/tuplesort.h"
 #include "utils/typcache.h"
 
-#include "copies.h"
+#include "collapse.h"
 #include "progress.h"
 #include "sql_build.h"
 #include "stage.h"
@@ -437,15 +437,13 @@ source_attnums(Stage *stage, TupleDesc desc)
 	return atts;
 }
 
-/*
- * Add one row's hash (columns atts of values, or all) to the multiset sum;
- * the row's own hash is left in h.
- */
+/* Add one row's hash (columns atts of values, or all) to the multiset sum. */
 static void
 hash_row(TupleDesc desc, Datum *values, bool *isnull, const AttrNumber *atts,
-		 int natts, uint64 *sum, uint64 *h)
+		 int natts, uint64 *sum)
 {
-	h[0] = h[1] = 0;
+	uint64		h[2] = {0, 0};
+
 	for (int i = 0; i < natts; i++)
 	{
 		int			a = (atts ? atts[i] : i + 1) - 1;
@@ -508,7 +506,6 @@ typedef struct BatchHashes
 	TargetKey  *key;			/* NULL: no key checks */
 	KeyHasher  *kh;
 	uint64		sum[2];
-	uint64		row_hash[2];	/* of the last row added */
 	int64		null_key_rows;
 	uint64	   *key_hashes;		/* while they fit in work_mem ... */
 	int64		capacity;		/* (of key_hashes) */
@@ -544,18 +541,25 @@ hashes_begin(BatchHashes *bh, Stage *stage, TupleDesc desc, TargetKey *key)
 static void
 hashes_add_row(BatchHashes *bh, Datum *values, bool *isnull)
 {
-	hash_row(bh->desc, values, isnull, bh->atts, bh->natts, bh->sum, bh->row_hash);
+	hash_row(bh->desc, values, isnull, bh->atts, bh->natts, bh->sum);
 }
 
-static void
-hashes_add_key(BatchHashes *bh, Datum *values, bool *isnull)
+/* The row's key hash; false when there is no key, or a NULL in it. */
+static bool
+hashes_key(BatchHashes *bh, Datum *values, bool *isnull, uint64 *keyhash)
 {
-	uint64		keyhash;
+	return bh->key != NULL &&
+		hash_key(bh->kh, bh->key->ncolumns, bh->desc, values, isnull,
+				 bh->key->nulls_not_distinct, keyhash);
+}
 
+/* hashed and keyhash: what hashes_key said of the row */
+static void
+hashes_add_key(BatchHashes *bh, bool hashed, uint64 keyhash)
+{
 	if (bh->key == NULL)
 		return;
-	if (!hash_key(bh->kh, bh->key->ncolumns, bh->desc, values, isnull,
-				  bh->key->nulls_not_distinct, &keyhash))
+	if (!hashed)
 		bh->null_key_rows++;
 	else if (bh->nkey_hashes < bh->max_key_hashes)
 	{
@@ -669,8 +673,28 @@ typedef struct StageReceiver
 	Datum	   *values;
 	bool	   *nulls;
 	BatchHashes hashes;
-	RowCopies  *copies;			/* NULL: every row is staged */
+	Collapse   *collapse;		/* NULL: every row is staged */
 } StageReceiver;
+
+/* Stage one row, whose key hash (hashes_key) is known. */
+static void
+stage_put(StageReceiver *r, bool hashed, uint64 keyhash, Datum *values, bool *isnull)
+{
+	tuplestore_putvalues(r->rel->store, r->rel->desc, values, isnull);
+	hashes_add_key(&r->hashes, hashed, keyhash);
+	r->rel->nrows++;
+}
+
+/* Stage one row that collapse.c held or releases. */
+static void
+stage_held_row(void *arg, Datum *values, bool *isnull)
+{
+	StageReceiver *r = (StageReceiver *) arg;
+	uint64		keyhash;
+	bool		hashed = hashes_key(&r->hashes, values, isnull, &keyhash);
+
+	stage_put(r, hashed, keyhash, values, isnull);
+}
 
 static bool
 stage_receive(TupleTableSlot *slot, DestReceiver *self)
@@ -678,6 +702,8 @@ stage_receive(TupleTableSlot *slot, DestReceiver *self)
 	StageReceiver *r = (StageReceiver *) self;
 	TupleDesc	desc = r->rel->desc;
 	MemoryContext oldcxt = MemoryContextSwitchTo(r->rowcxt);
+	uint64		keyhash;
+	bool		hashed;
 
 	slot_getallattrs(slot);
 	for (int i = 0; i < desc->natts; i++)
@@ -698,14 +724,10 @@ stage_receive(TupleTableSlot *slot, DestReceiver *self)
 		r->nulls[i] = isnull;
 	}
 	hashes_add_row(&r->hashes, r->values, r->nulls);
-	if (r->copies && copies_seen(r->copies, r->hashes.row_hash, r->values, r->nulls))
-		r->stage->ncopies++;
-	else
-	{
-		tuplestore_putvalues(r->rel->store, desc, r->values, r->nulls);
-		hashes_add_key(&r->hashes, r->values, r->nulls);
-		r->rel->nrows++;
-	}
+	hashed = hashes_key(&r->hashes, r->values, r->nulls, &keyhash);
+	if (!hashed || r->collapse == NULL ||
+		!collapse_row(r->collapse, keyhash, r->values, r->nulls))
+		stage_put(r, hashed, keyhash, r->values, r->nulls);
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextReset(r->rowcxt);
 	ResetExprContext(r->econtext);
@@ -749,12 +771,13 @@ stage_receiver_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
  * types, in the caller's statement snapshot (read-only execution uses the
  * active snapshot as it is): the source sees what the calling statement
  * sees.  What stage_scan reports (fingerprint, and with key, the key
- * checks) is gathered on the way.  With drop_copies, rows that are exact
- * copies of a row already staged are counted (stage->ncopies) but not
- * staged (copies.c).
+ * checks) is gathered on the way.  With collapse (and key), rows that cannot
+ * win their key are counted but not staged (collapse.c): exact copies, and
+ * with order_by (NULL: none) the rows it puts after another of their key.
  */
 void
-stage_load(Stage *stage, TargetInfo *target, TargetKey *key, bool drop_copies)
+stage_load(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
+		   const char *order_by)
 {
 	TupleDesc	desc = CreateTemplateTupleDesc(stage->ncolumns);
 	StageReceiver r;
@@ -786,10 +809,16 @@ stage_load(Stage *stage, TargetInfo *target, TargetKey *key, bool drop_copies)
 	r.values = palloc(sizeof(Datum) * stage->ncolumns);
 	r.nulls = palloc(sizeof(bool) * stage->ncolumns);
 	hashes_begin(&r.hashes, stage, desc, key);
-	if (drop_copies)
-		r.copies = copies_begin(desc);
+	if (collapse && key)
+	{
+		int		   *keyatts = palloc(sizeof(int) * key->ncolumns);
+
+		for (int i = 0; i < key->ncolumns; i++)
+			keyatts[i] = r.hashes.kh[i].attno;
+		r.collapse = collapse_begin(desc, key->ncolumns, keyatts, order_by,
+									target_alias(target, "s"), stage_held_row, &r);
+	}
 	stage->nrows = 0;
-	stage->ncopies = 0;
 
 	memset(&options, 0, sizeof(options));
 	options.read_only = true;
@@ -799,14 +828,15 @@ stage_load(Stage *stage, TargetInfo *target, TargetKey *key, bool drop_copies)
 		elog(ERROR, "loading the source failed: %s", SPI_result_code_string(rc));
 	FreeExprContext(r.econtext, true);
 	MemoryContextDelete(r.rowcxt);
-	if (r.copies)
-		copies_end(r.copies);
+	if (r.collapse)
+		collapse_end(r.collapse);
 
 	hashes_end(&r.hashes, stage);
 	stage->hashed_key = key;
 	stage_publish(r.rel);
 	stage->staged = r.rel;
 	stage->name = r.rel->name;
+	stage->ncollapsed = stage->nrows - r.rel->nrows;
 }
 
 /*
@@ -855,6 +885,8 @@ stage_scan(Stage *stage, TargetKey *key, const char *options)
 	BatchHashes bh;
 	MemoryContext rowcxt;
 	MemoryContext oldcxt;
+	uint64		keyhash;
+	bool		hashed;
 
 	/* a staged relation: gathered while staging (stage_load) */
 	if (stage->staged)
@@ -880,7 +912,8 @@ stage_scan(Stage *stage, TargetKey *key, const char *options)
 		oldcxt = MemoryContextSwitchTo(rowcxt);
 		slot_getallattrs(slot);
 		hashes_add_row(&bh, slot->tts_values, slot->tts_isnull);
-		hashes_add_key(&bh, slot->tts_values, slot->tts_isnull);
+		hashed = hashes_key(&bh, slot->tts_values, slot->tts_isnull, &keyhash);
+		hashes_add_key(&bh, hashed, keyhash);
 		MemoryContextSwitchTo(oldcxt);
 		MemoryContextReset(rowcxt);
 	}
@@ -907,7 +940,7 @@ stage_keys_distinct(Stage *stage)
 	bool		isnull;
 	bool		distinct = true;
 
-	if (stage->key_hashes_equal || stage->nkey_hashes != stage->nrows - stage->ncopies)
+	if (stage->key_hashes_equal || stage->nkey_hashes != stage->nrows - stage->ncollapsed)
 		return false;			/* or NULL keys under NULLS NOT DISTINCT */
 	if (stage->key_hash_sort == NULL)
 		return hashes_distinct(stage->key_hashes, stage->nkey_hashes);
@@ -963,7 +996,6 @@ stage_runs(StagedRel *sorted, AttrNumber att, FmgrInfo *cmp, Oid collation, int 
 	while (tuplestore_gettupleslot(sorted->store, true, false, slot))
 	{
 		MemoryContext oldcxt;
-		uint64		h[2];
 		Datum		v;
 		bool		isnull;
 
@@ -987,7 +1019,7 @@ stage_runs(StagedRel *sorted, AttrNumber att, FmgrInfo *cmp, Oid collation, int 
 		cur->nrows++;
 		oldcxt = MemoryContextSwitchTo(rowcxt);
 		slot_getallattrs(slot);
-		hash_row(desc, slot->tts_values, slot->tts_isnull, NULL, desc->natts, cur->sum, h);
+		hash_row(desc, slot->tts_values, slot->tts_isnull, NULL, desc->natts, cur->sum);
 		MemoryContextSwitchTo(oldcxt);
 		MemoryContextReset(rowcxt);
 	}

@@ -35,7 +35,8 @@ typedef struct Stage
 	int			ncolumns;		/* the columns to write, in target order */
 	char	  **columns;
 	int64		nrows;			/* as the source produced them */
-	int64		ncopies;		/* of them, exact copies not staged */
+	int64		ncollapsed;		/* of them, rows that could not win their
+								 * key, not staged (collapse.c) */
 
 	/* Filled by stage_load or stage_scan: the rows' hashes, summed ... */
 	uint64		sum[2];
@@ -72,7 +73,7 @@ typedef struct StageGroups
 extern Stage *stage_plan(TargetInfo *target, const char *source);
 extern bool stage_has_column(Stage *stage, const char *name);
 extern void stage_load(Stage *stage, TargetInfo *target, TargetKey *key,
-					   bool drop_copies);
+					   bool collapse, const char *order_by);
 extern void stage_fill(Stage *stage, const char *into, const char *extra_columns,
 					   const char *extra_values);
 extern char *stage_scan(Stage *stage, TargetKey *key, const char *options);

@@ -632,11 +632,11 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 		ledger_lock_key(target->relid, run.operation, args.run_key);
 	progress_phase("staging", -1);
 	/* expect audits the batch as the source produced it, copies included */
-	stage_load(stage, target, key, args.expect == NULL);
-	if (stage->ncopies > 0)
+	stage_load(stage, target, key, args.expect == NULL, args.order_by);
+	if (stage->ncollapsed > 0)
 		ereport(DEBUG1,
-				(errmsg_internal("staged %lld of the %lld rows of the batch for \"%s\"; the others are exact copies of staged rows",
-								 (long long) (stage->nrows - stage->ncopies),
+				(errmsg_internal("staged %lld of the %lld rows of the batch for \"%s\"; the others could not win their key",
+								 (long long) (stage->nrows - stage->ncollapsed),
 								 (long long) stage->nrows, target->relname)));
 	run.batch_rows = stage->nrows;
 	/* audit before anything is written, a skip included */

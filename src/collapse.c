@@ -1,0 +1,382 @@
+/*
+ * collapse.c
+ *		Rows of a batch that cannot win their key, recognised while it is
+ *		staged.
+ *
+ * An upsert keeps one row per key: rows of a key that are exact copies
+ * (equal binary images, as the *= operator compares them) are one row, and
+ * with order_by the first row wins.  A batch of many rows over few keys
+ * (snapshots of a small table appended to a log, say) would otherwise be
+ * staged and sorted whole only to keep one row per key.  So while staging,
+ * each key's best row so far is held in a hash table, by the key hash the
+ * key check computes anyway, and a row of the same key that is a copy of
+ * it, or that order_by puts after it, is not staged.  The fingerprint still
+ * counts every row.  At the end the held rows are staged.
+ *
+ * Whatever dedup.c would decide about a key is left to it, with the rows it
+ * needs: when a key has two differing rows and no order_by, or two differing
+ * rows tie for first place, both are staged and so is every later row of
+ * that key (the key is "released").  The rows dropped before were copies of
+ * the held row or lost to it, so they change neither the winner nor a tie.
+ * A row whose key hash matches a held row's but whose key differs in
+ * binary image (a collision, or keys the index finds equal, like numeric
+ * 1.0 and 1.00) is staged as well; the key check sees its hash and sorts.
+ *
+ * The table holds at most work_mem.  When it is full, keys not in it are
+ * staged as they come; and if by then it has dropped fewer than one row per
+ * four it holds, the batch is not of that kind: the held rows are staged and
+ * the table is dropped, so a batch without duplicates pays for filling
+ * work_mem once, not a lookup per row.
+ *
+ * order_by is evaluated here as ORDER BY would evaluate it over the stage,
+ * with the same ordering operators, collations and NULLS placement; an
+ * order_by with volatile functions, subqueries, aggregates or window
+ * functions is left to dedup.c (then only copies are dropped).
+ */
+#include "postgres.h"
+
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/plancache.h"
+#include "utils/ruleutils.h"
+#include "utils/sortsupport.h"
+
+#include "collapse.h"
+
+/*
+ * A full table that dropped fewer than one row per this many rows it holds
+ * is given up.
+ */
+#define COLLAPSE_MIN_YIELD 4
+
+typedef struct HeldRow
+{
+	uint64		keyhash;		/* the hash key */
+	bool		released;		/* its rows are staged as they come */
+	Datum	   *values;			/* the best row so far, and its order_by */
+	bool	   *isnull;
+	Datum	   *ob_values;
+	bool	   *ob_isnull;
+} HeldRow;
+
+/* order_by, evaluated over a row of the stage */
+typedef struct OrderBy
+{
+	int			n;
+	ExprState **exprs;
+	SortSupportData *ssup;
+	int16	   *typlen;
+	bool	   *typbyval;
+	ExprContext *econtext;
+	TupleTableSlot *slot;
+	Datum	   *values;			/* of the row being compared */
+	bool	   *isnull;
+} OrderBy;
+
+struct Collapse
+{
+	TupleDesc	desc;
+	int			nkeys;
+	const int  *keyatts;		/* 0-based */
+	OrderBy    *ob;				/* NULL: no order_by evaluated here */
+	CollapseStageRow stage_row;
+	void	   *arg;
+	MemoryContext cxt;			/* the table and the rows it holds */
+	HTAB	   *held;			/* NULL once given up */
+	bool		full;
+	int64		nheld;
+	int64		ndropped;
+};
+
+/*
+ * order_by, analysed as dedup.c checks it (SELECT 1 FROM the stage ORDER BY
+ * order_by), here over a one-row VALUES list with the stage's column names,
+ * types and collations; NULL when it cannot be evaluated row by row here.
+ */
+static OrderBy *
+order_by_prepare(TupleDesc desc, const char *order_by, const char *alias)
+{
+	StringInfoData sql;
+	SPIPlanPtr	plan;
+	CachedPlanSource *source;
+	Query	   *query;
+	OrderBy    *ob;
+	ListCell   *lc;
+	int			i = 0;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT 1 FROM (VALUES (");
+	for (int a = 0; a < desc->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+
+		appendStringInfo(&sql, "%sNULL::%s", a ? ", " : "",
+						 format_type_extended(att->atttypid, att->atttypmod,
+											  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+		if (OidIsValid(att->attcollation) &&
+			att->attcollation != get_typcollation(att->atttypid))
+			appendStringInfo(&sql, " COLLATE %s", generate_collation_name(att->attcollation));
+	}
+	appendStringInfo(&sql, ")) %s(", alias);
+	for (int a = 0; a < desc->natts; a++)
+		appendStringInfo(&sql, "%s%s", a ? ", " : "",
+						 quote_identifier(NameStr(TupleDescAttr(desc, a)->attname)));
+	appendStringInfo(&sql, ") ORDER BY %s\n", order_by);
+
+	plan = SPI_prepare(sql.data, 0, NULL);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	source = linitial(SPI_plan_get_plan_sources(plan));
+	query = linitial_node(Query, source->query_list);
+	if (query->hasAggs || query->hasWindowFuncs || query->hasSubLinks ||
+		query->hasTargetSRFs || query->sortClause == NIL)
+	{
+		SPI_freeplan(plan);
+		return NULL;
+	}
+
+	ob = palloc0(sizeof(OrderBy));
+	ob->n = list_length(query->sortClause);
+	ob->exprs = palloc(sizeof(ExprState *) * ob->n);
+	ob->ssup = palloc0(sizeof(SortSupportData) * ob->n);
+	ob->typlen = palloc(sizeof(int16) * ob->n);
+	ob->typbyval = palloc(sizeof(bool) * ob->n);
+	foreach(lc, query->sortClause)
+	{
+		SortGroupClause *sc = lfirst_node(SortGroupClause, lc);
+		Expr	   *expr = (Expr *) get_sortgroupclause_expr(sc, query->targetList);
+
+		if (contain_volatile_functions((Node *) expr))
+		{
+			SPI_freeplan(plan);
+			return NULL;
+		}
+		expr = expression_planner((Expr *) copyObject(expr));
+		ob->exprs[i] = ExecInitExpr(expr, NULL);
+		ob->ssup[i].ssup_cxt = CurrentMemoryContext;
+		ob->ssup[i].ssup_collation = exprCollation((Node *) expr);
+		ob->ssup[i].ssup_nulls_first = sc->nulls_first;
+		PrepareSortSupportFromOrderingOp(sc->sortop, &ob->ssup[i]);
+		get_typlenbyval(exprType((Node *) expr), &ob->typlen[i], &ob->typbyval[i]);
+		i++;
+	}
+	SPI_freeplan(plan);
+	ob->econtext = CreateStandaloneExprContext();
+	ob->slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	ob->econtext->ecxt_scantuple = ob->slot;
+	ob->values = palloc(sizeof(Datum) * ob->n);
+	ob->isnull = palloc(sizeof(bool) * ob->n);
+	return ob;
+}
+
+/* Evaluate order_by over a row into ob->values (short-lived memory). */
+static void
+order_by_eval(OrderBy *ob, TupleDesc desc, Datum *values, bool *isnull)
+{
+	ResetExprContext(ob->econtext);
+	ExecClearTuple(ob->slot);
+	memcpy(ob->slot->tts_values, values, sizeof(Datum) * desc->natts);
+	memcpy(ob->slot->tts_isnull, isnull, sizeof(bool) * desc->natts);
+	ExecStoreVirtualTuple(ob->slot);
+	for (int i = 0; i < ob->n; i++)
+		ob->values[i] = ExecEvalExpr(ob->exprs[i], ob->econtext, &ob->isnull[i]);
+}
+
+/* <0 when the evaluated row sorts before the held one, 0 on a tie */
+static int
+order_by_compare(OrderBy *ob, HeldRow *held)
+{
+	for (int i = 0; i < ob->n; i++)
+	{
+		int			c = ApplySortComparator(ob->values[i], ob->isnull[i],
+											held->ob_values[i], held->ob_isnull[i],
+											&ob->ssup[i]);
+
+		if (c != 0)
+			return c;
+	}
+	return 0;
+}
+
+Collapse *
+collapse_begin(TupleDesc desc, int nkeys, const int *keyatts, const char *order_by,
+			   const char *alias, CollapseStageRow stage_row, void *arg)
+{
+	Collapse   *c = palloc0(sizeof(Collapse));
+	HASHCTL		ctl;
+
+	c->desc = desc;
+	c->nkeys = nkeys;
+	c->keyatts = keyatts;
+	c->ob = order_by ? order_by_prepare(desc, order_by, alias) : NULL;
+	c->stage_row = stage_row;
+	c->arg = arg;
+	c->cxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl held rows",
+								   ALLOCSET_DEFAULT_SIZES);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(uint64);
+	ctl.entrysize = sizeof(HeldRow);
+	ctl.hcxt = c->cxt;
+	c->held = hash_create("idem_etl held rows", 1024, &ctl,
+						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	return c;
+}
+
+static bool
+same_image(TupleDesc desc, int n, const int *atts, Datum *v1, bool *n1, Datum *v2, bool *n2)
+{
+	for (int i = 0; i < n; i++)
+	{
+		int			a = atts ? atts[i] : i;
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+
+		if (n1[a] != n2[a] ||
+			(!n1[a] && !datum_image_eq(v1[a], v2[a], att->attbyval, att->attlen)))
+			return false;
+	}
+	return true;
+}
+
+/* Make the row (and the order_by values evaluated for it) the held one. */
+static void
+hold(Collapse *c, HeldRow *held, Datum *values, bool *isnull)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(c->cxt);
+
+	if (held->values == NULL)
+	{
+		held->values = palloc(sizeof(Datum) * c->desc->natts);
+		held->isnull = palloc(sizeof(bool) * c->desc->natts);
+		if (c->ob)
+		{
+			held->ob_values = palloc(sizeof(Datum) * c->ob->n);
+			held->ob_isnull = palloc(sizeof(bool) * c->ob->n);
+		}
+	}
+	else
+	{
+		for (int i = 0; i < c->desc->natts; i++)
+			if (!held->isnull[i] && !TupleDescAttr(c->desc, i)->attbyval)
+				pfree(DatumGetPointer(held->values[i]));
+		for (int i = 0; c->ob && i < c->ob->n; i++)
+			if (!held->ob_isnull[i] && !c->ob->typbyval[i])
+				pfree(DatumGetPointer(held->ob_values[i]));
+	}
+	for (int i = 0; i < c->desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(c->desc, i);
+
+		held->isnull[i] = isnull[i];
+		held->values[i] = isnull[i] ? (Datum) 0 :
+			datumCopy(values[i], att->attbyval, att->attlen);
+	}
+	for (int i = 0; c->ob && i < c->ob->n; i++)
+	{
+		held->ob_isnull[i] = c->ob->isnull[i];
+		held->ob_values[i] = c->ob->isnull[i] ? (Datum) 0 :
+			datumCopy(c->ob->values[i], c->ob->typbyval[i], c->ob->typlen[i]);
+	}
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/* Stage every held row, and from now on every row as it comes. */
+static void
+give_up(Collapse *c)
+{
+	HASH_SEQ_STATUS seq;
+	HeldRow    *held;
+
+	hash_seq_init(&seq, c->held);
+	while ((held = hash_seq_search(&seq)) != NULL)
+		if (!held->released)
+			c->stage_row(c->arg, held->values, held->isnull);
+	hash_destroy(c->held);
+	c->held = NULL;
+	MemoryContextReset(c->cxt);
+}
+
+/*
+ * A row of the batch with a non-NULL key (keyhash, its key check hash):
+ * true when it cannot win its key and need not be staged; false when the
+ * caller stages it.
+ */
+bool
+collapse_row(Collapse *c, uint64 keyhash, Datum *values, bool *isnull)
+{
+	HeldRow    *held;
+	bool		found;
+	int			cmp;
+
+	if (c->held == NULL)
+		return false;
+	held = hash_search(c->held, &keyhash, c->full ? HASH_FIND : HASH_ENTER, &found);
+	if (held == NULL)
+		return false;			/* a new key, and the table is full */
+	if (!found)
+	{
+		held->released = false;
+		held->values = NULL;
+		if (c->ob)
+			order_by_eval(c->ob, c->desc, values, isnull);
+		hold(c, held, values, isnull);
+		c->nheld++;
+		if (MemoryContextMemAllocated(c->cxt, false) >= (Size) work_mem * 1024L)
+		{
+			c->full = true;
+			if (c->ndropped < c->nheld / COLLAPSE_MIN_YIELD)
+				give_up(c);
+		}
+		return true;
+	}
+	if (held->released ||
+		!same_image(c->desc, c->nkeys, c->keyatts, values, isnull, held->values, held->isnull))
+		return false;
+	if (same_image(c->desc, c->desc->natts, NULL, values, isnull, held->values, held->isnull))
+	{
+		c->ndropped++;
+		return true;
+	}
+	if (c->ob)
+	{
+		order_by_eval(c->ob, c->desc, values, isnull);
+		cmp = order_by_compare(c->ob, held);
+		if (cmp > 0)
+		{
+			c->ndropped++;
+			return true;
+		}
+		if (cmp < 0)
+		{
+			hold(c, held, values, isnull);
+			c->ndropped++;
+			return true;
+		}
+	}
+	/* differing rows without order_by, or tied for first place: dedup.c's */
+	c->stage_row(c->arg, held->values, held->isnull);
+	held->released = true;
+	return false;
+}
+
+/* Stage the rows still held. */
+void
+collapse_end(Collapse *c)
+{
+	if (c->held)
+		give_up(c);
+	if (c->ob)
+	{
+		FreeExprContext(c->ob->econtext, true);
+		ExecDropSingleTupleTableSlot(c->ob->slot);
+	}
+	MemoryContextDelete(c->cxt);
+	pfree(c);
+}
