@@ -9,6 +9,7 @@ OBJS = \
 	src/relinfo.o \
 	src/stage.o \
 	src/collapse.o \
+	src/ordering.o \
 	src/dedup.o \
 	src/compare.o \
 	src/ledger.o \

@@ -28,28 +28,18 @@
  * the table is dropped, so a batch without duplicates pays for filling
  * work_mem once, not a lookup per row.
  *
- * order_by is evaluated here as ORDER BY would evaluate it over the stage,
- * with the same ordering operators, collations and NULLS placement; an
- * order_by with volatile functions, subqueries, aggregates or window
- * functions is left to dedup.c (then only copies are dropped).
+ * order_by is evaluated as ORDER BY would (ordering.c); one that cannot be
+ * evaluated row by row there is left to dedup.c.
  */
 #include "postgres.h"
 
-#include "executor/executor.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
-#include "nodes/nodeFuncs.h"
-#include "optimizer/optimizer.h"
-#include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/hsearch.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/plancache.h"
-#include "utils/ruleutils.h"
-#include "utils/sortsupport.h"
 
 #include "collapse.h"
+#include "ordering.h"
 
 /*
  * A full table that dropped fewer than one row per this many rows it holds
@@ -67,20 +57,6 @@ typedef struct HeldRow
 	bool	   *ob_isnull;
 } HeldRow;
 
-/* order_by, evaluated over a row of the stage */
-typedef struct OrderBy
-{
-	int			n;
-	ExprState **exprs;
-	SortSupportData *ssup;
-	int16	   *typlen;
-	bool	   *typbyval;
-	ExprContext *econtext;
-	TupleTableSlot *slot;
-	Datum	   *values;			/* of the row being compared */
-	bool	   *isnull;
-} OrderBy;
-
 struct Collapse
 {
 	TupleDesc	desc;
@@ -95,116 +71,6 @@ struct Collapse
 	int64		nheld;
 	int64		ndropped;
 };
-
-/*
- * order_by, analysed as dedup.c checks it (SELECT 1 FROM the stage ORDER BY
- * order_by), here over a one-row VALUES list with the stage's column names,
- * types and collations; NULL when it cannot be evaluated row by row here.
- */
-static OrderBy *
-order_by_prepare(TupleDesc desc, const char *order_by, const char *alias)
-{
-	StringInfoData sql;
-	SPIPlanPtr	plan;
-	CachedPlanSource *source;
-	Query	   *query;
-	OrderBy    *ob;
-	ListCell   *lc;
-	int			i = 0;
-
-	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT 1 FROM (VALUES (");
-	for (int a = 0; a < desc->natts; a++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, a);
-
-		appendStringInfo(&sql, "%sNULL::%s", a ? ", " : "",
-						 format_type_extended(att->atttypid, att->atttypmod,
-											  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
-		if (OidIsValid(att->attcollation) &&
-			att->attcollation != get_typcollation(att->atttypid))
-			appendStringInfo(&sql, " COLLATE %s", generate_collation_name(att->attcollation));
-	}
-	appendStringInfo(&sql, ")) %s(", alias);
-	for (int a = 0; a < desc->natts; a++)
-		appendStringInfo(&sql, "%s%s", a ? ", " : "",
-						 quote_identifier(NameStr(TupleDescAttr(desc, a)->attname)));
-	appendStringInfo(&sql, ") ORDER BY %s\n", order_by);
-
-	plan = SPI_prepare(sql.data, 0, NULL);
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	source = linitial(SPI_plan_get_plan_sources(plan));
-	query = linitial_node(Query, source->query_list);
-	if (query->hasAggs || query->hasWindowFuncs || query->hasSubLinks ||
-		query->hasTargetSRFs || query->sortClause == NIL)
-	{
-		SPI_freeplan(plan);
-		return NULL;
-	}
-
-	ob = palloc0(sizeof(OrderBy));
-	ob->n = list_length(query->sortClause);
-	ob->exprs = palloc(sizeof(ExprState *) * ob->n);
-	ob->ssup = palloc0(sizeof(SortSupportData) * ob->n);
-	ob->typlen = palloc(sizeof(int16) * ob->n);
-	ob->typbyval = palloc(sizeof(bool) * ob->n);
-	foreach(lc, query->sortClause)
-	{
-		SortGroupClause *sc = lfirst_node(SortGroupClause, lc);
-		Expr	   *expr = (Expr *) get_sortgroupclause_expr(sc, query->targetList);
-
-		if (contain_volatile_functions((Node *) expr))
-		{
-			SPI_freeplan(plan);
-			return NULL;
-		}
-		expr = expression_planner((Expr *) copyObject(expr));
-		ob->exprs[i] = ExecInitExpr(expr, NULL);
-		ob->ssup[i].ssup_cxt = CurrentMemoryContext;
-		ob->ssup[i].ssup_collation = exprCollation((Node *) expr);
-		ob->ssup[i].ssup_nulls_first = sc->nulls_first;
-		PrepareSortSupportFromOrderingOp(sc->sortop, &ob->ssup[i]);
-		get_typlenbyval(exprType((Node *) expr), &ob->typlen[i], &ob->typbyval[i]);
-		i++;
-	}
-	SPI_freeplan(plan);
-	ob->econtext = CreateStandaloneExprContext();
-	ob->slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
-	ob->econtext->ecxt_scantuple = ob->slot;
-	ob->values = palloc(sizeof(Datum) * ob->n);
-	ob->isnull = palloc(sizeof(bool) * ob->n);
-	return ob;
-}
-
-/* Evaluate order_by over a row into ob->values (short-lived memory). */
-static void
-order_by_eval(OrderBy *ob, TupleDesc desc, Datum *values, bool *isnull)
-{
-	ResetExprContext(ob->econtext);
-	ExecClearTuple(ob->slot);
-	memcpy(ob->slot->tts_values, values, sizeof(Datum) * desc->natts);
-	memcpy(ob->slot->tts_isnull, isnull, sizeof(bool) * desc->natts);
-	ExecStoreVirtualTuple(ob->slot);
-	for (int i = 0; i < ob->n; i++)
-		ob->values[i] = ExecEvalExpr(ob->exprs[i], ob->econtext, &ob->isnull[i]);
-}
-
-/* <0 when the evaluated row sorts before the held one, 0 on a tie */
-static int
-order_by_compare(OrderBy *ob, HeldRow *held)
-{
-	for (int i = 0; i < ob->n; i++)
-	{
-		int			c = ApplySortComparator(ob->values[i], ob->isnull[i],
-											held->ob_values[i], held->ob_isnull[i],
-											&ob->ssup[i]);
-
-		if (c != 0)
-			return c;
-	}
-	return 0;
-}
 
 Collapse *
 collapse_begin(TupleDesc desc, int nkeys, const int *keyatts, const char *order_by,
@@ -347,7 +213,7 @@ collapse_row(Collapse *c, uint64 keyhash, Datum *values, bool *isnull)
 	if (c->ob)
 	{
 		order_by_eval(c->ob, c->desc, values, isnull);
-		cmp = order_by_compare(c->ob, held);
+		cmp = order_by_compare(c->ob, held->ob_values, held->ob_isnull);
 		if (cmp > 0)
 		{
 			c->ndropped++;
@@ -373,10 +239,7 @@ collapse_end(Collapse *c)
 	if (c->held)
 		give_up(c);
 	if (c->ob)
-	{
-		FreeExprContext(c->ob->econtext, true);
-		ExecDropSingleTupleTableSlot(c->ob->slot);
-	}
+		order_by_end(c->ob);
 	MemoryContextDelete(c->cxt);
 	pfree(c);
 }

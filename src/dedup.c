@@ -13,8 +13,10 @@
 #include "executor/tuptable.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/memutils.h"
 
 #include "dedup.h"
+#include "ordering.h"
 #include "sql_build.h"
 
 /*
@@ -74,17 +76,28 @@ check_conflicts(TargetInfo *target, TargetKey *key, const char *rel, bool tie)
 }
 
 /*
- * The winners of a batch sorted by key (and order_by), one row at a time:
- * the query (pick_winners) returns the staged columns, then row_number()
- * and rank() over (PARTITION BY key ORDER BY order_by).  n = 1 starts a
- * key, and its row wins; the other rows in first place (r = 1; without
- * order_by, every row of the key) must be the same row, compared by binary
- * image like the *= operator; rows of a lower place lose.
+ * The winners of a batch sorted by key (and order_by), one row at a time.
+ * A row that starts a key wins; the key's other rows in first place (ties
+ * by order_by; without order_by, every row of the key) must be the same
+ * row, compared by binary image like the *= operator; rows of a lower
+ * place lose.
+ *
+ * Where the key and order_by are compared in C (ordering.c), the query is
+ * a plain sort of the stage by key and order_by: a window computing
+ * row_number() and rank() over the same sort cost half as much again.  An
+ * order_by that cannot be evaluated row by row (volatile functions,
+ * subqueries) gets that window, and its row_number() (n) and rank() (r)
+ * follow the staged columns.
  */
 typedef struct Winners
 {
 	int			ncols;
 	TupleTableSlot *winner;		/* the current key's first row */
+	KeyOrder   *key;			/* NULL: n and r are given by the window */
+	OrderBy    *ob;				/* NULL: no order_by, or the window has it */
+	Datum	   *ob_values;		/* the winner's order_by values */
+	bool	   *ob_isnull;
+	MemoryContext keycxt;		/* reset at each key */
 	int64		conflicts;
 } Winners;
 
@@ -93,17 +106,49 @@ keep_winner(TupleTableSlot *slot, void *arg)
 {
 	Winners    *w = (Winners *) arg;
 	TupleDesc	desc = w->winner->tts_tupleDescriptor;
+	bool		starts_key;
+	bool		first_place;
 
-	if (DatumGetInt64(slot->tts_values[w->ncols]) == 1)
+	if (w->key == NULL)
+	{
+		starts_key = DatumGetInt64(slot->tts_values[w->ncols]) == 1;
+		first_place = DatumGetInt64(slot->tts_values[w->ncols + 1]) == 1;
+	}
+	else
+	{
+		starts_key = TTS_EMPTY(w->winner) ||
+			!key_order_equal(w->key, slot->tts_values, slot->tts_isnull,
+							 w->winner->tts_values, w->winner->tts_isnull);
+		if (w->ob)
+			order_by_eval(w->ob, desc, slot->tts_values, slot->tts_isnull);
+		first_place = starts_key || w->ob == NULL ||
+			order_by_compare(w->ob, w->ob_values, w->ob_isnull) == 0;
+	}
+
+	if (starts_key)
 	{
 		ExecClearTuple(w->winner);
 		memcpy(w->winner->tts_values, slot->tts_values, sizeof(Datum) * w->ncols);
 		memcpy(w->winner->tts_isnull, slot->tts_isnull, sizeof(bool) * w->ncols);
 		ExecStoreVirtualTuple(w->winner);
 		ExecMaterializeSlot(w->winner);
+		if (w->ob)
+		{
+			MemoryContext oldcxt;
+
+			MemoryContextReset(w->keycxt);
+			oldcxt = MemoryContextSwitchTo(w->keycxt);
+			for (int i = 0; i < w->ob->n; i++)
+			{
+				w->ob_isnull[i] = w->ob->isnull[i];
+				w->ob_values[i] = w->ob->isnull[i] ? (Datum) 0 :
+					datumCopy(w->ob->values[i], w->ob->typbyval[i], w->ob->typlen[i]);
+			}
+			MemoryContextSwitchTo(oldcxt);
+		}
 		return true;
 	}
-	if (DatumGetInt64(slot->tts_values[w->ncols + 1]) == 1)
+	if (first_place)
 		for (int i = 0; i < w->ncols; i++)
 		{
 			Form_pg_attribute att = TupleDescAttr(desc, i);
@@ -126,27 +171,59 @@ keep_winner(TupleTableSlot *slot, void *arg)
  * Returns NULL when some key has differing rows in first place.
  */
 static StagedRel *
-pick_winners(TargetInfo *target, Stage *stage, const char *keys, const char *order_by)
+pick_winners(TargetInfo *target, TargetKey *key, Stage *stage, const char *keys,
+			 const char *order_by)
 {
 	const char *s = target_alias(target, "s");
+	TupleDesc	desc = stage->staged->desc;
 	StringInfoData sql;
 	Winners		w;
 	StagedRel  *winners;
 
+	memset(&w, 0, sizeof(w));
+	w.ncols = stage->ncolumns;
+	if (order_by)
+		w.ob = order_by_prepare(desc, order_by, s);
+	if (order_by == NULL || w.ob != NULL)
+	{
+		int		   *keyatts = palloc(sizeof(int) * key->ncolumns);
+
+		for (int i = 0; i < key->ncolumns; i++)
+			for (int a = 0; a < desc->natts; a++)
+				if (strcmp(NameStr(TupleDescAttr(desc, a)->attname), key->names[i]) == 0)
+					keyatts[i] = a;
+		w.key = key_order_prepare(desc, key->ncolumns, keyatts);
+	}
+
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT ");
 	sqlb_append_columns(&sql, s, stage->columns, stage->ncolumns);
-	appendStringInfo(&sql, ", pg_catalog.row_number() OVER w, pg_catalog.rank() OVER w"
-					 " FROM %s %s WINDOW w AS (PARTITION BY %s", stage->name, s, keys);
-	if (order_by)
-		appendStringInfo(&sql, " ORDER BY %s\n", order_by);
-	appendStringInfoChar(&sql, ')');
+	if (w.key)
+	{
+		appendStringInfo(&sql, " FROM %s %s ORDER BY %s", stage->name, s, keys);
+		if (order_by)
+			appendStringInfo(&sql, ", %s\n", order_by);
+	}
+	else
+		appendStringInfo(&sql, ", pg_catalog.row_number() OVER w, pg_catalog.rank() OVER w"
+						 " FROM %s %s WINDOW w AS (PARTITION BY %s ORDER BY %s\n)",
+						 stage->name, s, keys, order_by);
 
-	w.ncols = stage->ncolumns;
-	w.winner = MakeSingleTupleTableSlot(stage->staged->desc, &TTSOpsVirtual);
-	w.conflicts = 0;
+	w.winner = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	if (w.ob)
+	{
+		w.ob_values = palloc(sizeof(Datum) * w.ob->n);
+		w.ob_isnull = palloc(sizeof(bool) * w.ob->n);
+		w.keycxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl winner",
+										 ALLOCSET_SMALL_SIZES);
+	}
 	winners = stage_query_filtered(sql.data, "batch", w.ncols, keep_winner, &w);
 	ExecDropSingleTupleTableSlot(w.winner);
+	if (w.ob)
+	{
+		order_by_end(w.ob);
+		MemoryContextDelete(w.keycxt);
+	}
 	if (w.conflicts == 0)
 		return winners;
 	stage_drop(winners);
@@ -188,7 +265,7 @@ dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_
 	if (stage_keys_distinct(stage))
 		return batch;
 
-	winners = pick_winners(target, stage, keys.data, order_by);
+	winners = pick_winners(target, key, stage, keys.data, order_by);
 	if (winners != NULL)
 	{
 		batch.copy = winners;

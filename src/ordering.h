@@ -1,0 +1,42 @@
+/*
+ * ordering.h
+ *		Orderings evaluated in C, as SQL would evaluate them over a staged
+ *		batch.
+ */
+#ifndef IDEM_ORDERING_H
+#define IDEM_ORDERING_H
+
+#include "access/tupdesc.h"
+#include "nodes/execnodes.h"
+#include "utils/sortsupport.h"
+
+/* order_by, evaluated over a row of the stage */
+typedef struct OrderBy
+{
+	int			n;
+	ExprState **exprs;
+	SortSupportData *ssup;
+	int16	   *typlen;
+	bool	   *typbyval;
+	ExprContext *econtext;
+	TupleTableSlot *slot;
+	Datum	   *values;			/* of the row being compared */
+	bool	   *isnull;
+} OrderBy;
+
+/* A key's columns, compared as ORDER BY key compares them. */
+typedef struct KeyOrder
+{
+	int			n;
+	const int  *atts;			/* 0-based */
+	SortSupportData *ssup;
+} KeyOrder;
+
+extern OrderBy *order_by_prepare(TupleDesc desc, const char *order_by, const char *alias);
+extern void order_by_eval(OrderBy *ob, TupleDesc desc, Datum *values, bool *isnull);
+extern int	order_by_compare(OrderBy *ob, const Datum *values, const bool *isnull);
+extern void order_by_end(OrderBy *ob);
+extern KeyOrder *key_order_prepare(TupleDesc desc, int nkeys, const int *keyatts);
+extern bool key_order_equal(KeyOrder *ko, Datum *v1, bool *n1, Datum *v2, bool *n2);
+
+#endif							/* IDEM_ORDERING_H */
