@@ -194,7 +194,7 @@ collapse_row(Collapse *c, uint64 keyhash, Datum *values, bool *isnull)
 			order_by_eval(c->ob, c->desc, values, isnull);
 		hold(c, held, values, isnull);
 		c->nheld++;
-		if (MemoryContextMemAllocated(c->cxt, false) >= (Size) work_mem * 1024L)
+		if (MemoryContextMemAllocated(c->cxt, true) >= (Size) work_mem * 1024L)
 		{
 			c->full = true;
 			if (c->ndropped < c->nheld / COLLAPSE_MIN_YIELD)
