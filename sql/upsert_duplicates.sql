@@ -237,6 +237,20 @@ SELECT * FROM dups.err($$SELECT * FROM etl_upsert_batch('dups.fewts',
     'SELECT g % 100 AS id, ''v'' || g % 100 || ''@'' || g / 100 % 2 AS v, 7 AS ts FROM generate_series(1, 200000) g',
     order_by => 'ts DESC')$$);
 
+-- Whether holding rows pays is looked at when the table holds 1,024 keys,
+-- 2,048, ...: 20,000 distinct rows and then their copies are staged whole
+-- (no row dropped by the 1,024th key: given up), 5,000 keys twenty times
+-- over in a shuffled order are staged once each (at the 1,024th key about
+-- a hundred rows were dropped already)
+CREATE TABLE dups.look (id int PRIMARY KEY, v text);
+SET client_min_messages = debug1;
+SELECT inserted, unchanged FROM etl_upsert_batch('dups.look',
+    $$SELECT g AS id, 'v' || g AS v FROM generate_series(1, 20000) g
+      UNION ALL SELECT g, 'v' || g FROM generate_series(1, 20000) g$$);
+SELECT inserted, unchanged FROM etl_upsert_batch('dups.look',
+    $$SELECT id, 'v' || id AS v FROM (SELECT abs(hashint4(g)) % 5000 AS id FROM generate_series(1, 100000) g) s$$);
+RESET client_min_messages;
+
 -- The copies are remembered in at most work_mem.  Copies that come first
 -- keep the table in use once it is full: later copies of the rows it holds
 -- are still recognised, other rows are staged.

@@ -23,10 +23,12 @@
  * 1.0 and 1.00) is staged as well; the key check sees its hash and sorts.
  *
  * The table holds at most work_mem.  When it is full, keys not in it are
- * staged as they come; and if by then it has dropped fewer than one row per
- * four it holds, the batch is not of that kind: the held rows are staged and
- * the table is dropped, so a batch without duplicates pays for filling
- * work_mem once, not a lookup per row.
+ * staged as they come.  Whether it pays is looked at when it holds 1,024
+ * keys, 2,048, 4,096 ... and when it is full: if it has dropped fewer than
+ * one row per 16 keys it holds, the batch is not of that kind (a batch
+ * without duplicates drops none), and the held rows are staged and the
+ * table given up.  So such a batch pays for holding 1,024 rows, not for a
+ * lookup per row.
  *
  * order_by is evaluated as ORDER BY would (ordering.c); one that cannot be
  * evaluated row by row there is left to dedup.c.
@@ -41,11 +43,10 @@
 #include "collapse.h"
 #include "ordering.h"
 
-/*
- * A full table that dropped fewer than one row per this many rows it holds
- * is given up.
- */
-#define COLLAPSE_MIN_YIELD 4
+/* A table that dropped fewer than one row per this many keys is given up, */
+#define COLLAPSE_MIN_YIELD 16
+/* as looked at when it holds this many keys, twice as many, ..., and full. */
+#define COLLAPSE_FIRST_LOOK 1024
 
 typedef struct HeldRow
 {
@@ -195,11 +196,10 @@ collapse_row(Collapse *c, uint64 keyhash, Datum *values, bool *isnull)
 		hold(c, held, values, isnull);
 		c->nheld++;
 		if (MemoryContextMemAllocated(c->cxt, true) >= (Size) work_mem * 1024L)
-		{
 			c->full = true;
-			if (c->ndropped < c->nheld / COLLAPSE_MIN_YIELD)
-				give_up(c);
-		}
+		if ((c->full || (c->nheld >= COLLAPSE_FIRST_LOOK && (c->nheld & (c->nheld - 1)) == 0)) &&
+			c->ndropped < c->nheld / COLLAPSE_MIN_YIELD)
+			give_up(c);
 		return true;
 	}
 	if (held->released ||
