@@ -30,8 +30,11 @@
  * table given up.  So such a batch pays for holding 1,024 rows, not for a
  * lookup per row.
  *
- * order_by is evaluated as ORDER BY would (ordering.c); one that cannot be
- * evaluated row by row there is left to dedup.c.
+ * order_by is evaluated as ORDER BY would (ordering.c), and only for keys
+ * with a second row: dedup.c never sorts a batch whose keys are distinct,
+ * so an order_by that fails for a row (a division by zero) fails only when
+ * that row's key has others.  One that cannot be evaluated row by row is
+ * left to dedup.c.
  */
 #include "postgres.h"
 
@@ -52,8 +55,9 @@ typedef struct HeldRow
 {
 	uint64		keyhash;		/* the hash key */
 	bool		released;		/* its rows are staged as they come */
-	Datum	   *values;			/* the best row so far, and its order_by */
+	Datum	   *values;			/* the best row so far */
 	bool	   *isnull;
+	bool		ob_valid;		/* its order_by values, once needed */
 	Datum	   *ob_values;
 	bool	   *ob_isnull;
 } HeldRow;
@@ -112,9 +116,28 @@ same_image(TupleDesc desc, int n, const int *atts, Datum *v1, bool *n1, Datum *v
 	return true;
 }
 
-/* Make the row (and the order_by values evaluated for it) the held one. */
+/* The order_by values order_by_eval left are the held row's. */
 static void
-hold(Collapse *c, HeldRow *held, Datum *values, bool *isnull)
+keep_order_by(Collapse *c, HeldRow *held)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(c->cxt);
+
+	for (int i = 0; i < c->ob->n; i++)
+	{
+		held->ob_isnull[i] = c->ob->isnull[i];
+		held->ob_values[i] = c->ob->isnull[i] ? (Datum) 0 :
+			datumCopy(c->ob->values[i], c->ob->typbyval[i], c->ob->typlen[i]);
+	}
+	MemoryContextSwitchTo(oldcxt);
+	held->ob_valid = true;
+}
+
+/*
+ * Make the row the held one; with order_by, its values as order_by_eval
+ * left them for it (ob_valid), or none yet.
+ */
+static void
+hold(Collapse *c, HeldRow *held, Datum *values, bool *isnull, bool ob_valid)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(c->cxt);
 
@@ -133,7 +156,7 @@ hold(Collapse *c, HeldRow *held, Datum *values, bool *isnull)
 		for (int i = 0; i < c->desc->natts; i++)
 			if (!held->isnull[i] && !TupleDescAttr(c->desc, i)->attbyval)
 				pfree(DatumGetPointer(held->values[i]));
-		for (int i = 0; c->ob && i < c->ob->n; i++)
+		for (int i = 0; held->ob_valid && i < c->ob->n; i++)
 			if (!held->ob_isnull[i] && !c->ob->typbyval[i])
 				pfree(DatumGetPointer(held->ob_values[i]));
 	}
@@ -145,13 +168,24 @@ hold(Collapse *c, HeldRow *held, Datum *values, bool *isnull)
 		held->values[i] = isnull[i] ? (Datum) 0 :
 			datumCopy(values[i], att->attbyval, att->attlen);
 	}
-	for (int i = 0; c->ob && i < c->ob->n; i++)
-	{
-		held->ob_isnull[i] = c->ob->isnull[i];
-		held->ob_values[i] = c->ob->isnull[i] ? (Datum) 0 :
-			datumCopy(c->ob->values[i], c->ob->typbyval[i], c->ob->typlen[i]);
-	}
 	MemoryContextSwitchTo(oldcxt);
+	held->ob_valid = false;
+	if (ob_valid)
+		keep_order_by(c, held);
+}
+
+/*
+ * The held row's order_by values, evaluated when a second row of its key
+ * needs them: a key with one row never evaluates order_by, as dedup.c
+ * never sorts a batch whose keys are distinct.
+ */
+static void
+held_order_by(Collapse *c, HeldRow *held)
+{
+	if (held->ob_valid)
+		return;
+	order_by_eval(c->ob, c->desc, held->values, held->isnull);
+	keep_order_by(c, held);
 }
 
 /* Stage every held row, and from now on every row as it comes. */
@@ -191,9 +225,8 @@ collapse_row(Collapse *c, uint64 keyhash, Datum *values, bool *isnull)
 	{
 		held->released = false;
 		held->values = NULL;
-		if (c->ob)
-			order_by_eval(c->ob, c->desc, values, isnull);
-		hold(c, held, values, isnull);
+		held->ob_valid = false;
+		hold(c, held, values, isnull, false);
 		c->nheld++;
 		if (MemoryContextMemAllocated(c->cxt, true) >= (Size) work_mem * 1024L)
 			c->full = true;
@@ -212,6 +245,7 @@ collapse_row(Collapse *c, uint64 keyhash, Datum *values, bool *isnull)
 	}
 	if (c->ob)
 	{
+		held_order_by(c, held);
 		order_by_eval(c->ob, c->desc, values, isnull);
 		cmp = order_by_compare(c->ob, held->ob_values, held->ob_isnull);
 		if (cmp > 0)
@@ -221,7 +255,7 @@ collapse_row(Collapse *c, uint64 keyhash, Datum *values, bool *isnull)
 		}
 		if (cmp < 0)
 		{
-			hold(c, held, values, isnull);
+			hold(c, held, values, isnull, true);
 			c->ndropped++;
 			return true;
 		}

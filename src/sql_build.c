@@ -146,11 +146,37 @@ sqlb_check_sort_list(const char *fragment, const char *argname)
 {
 	SelectStmt *s = parse_wrapped("SELECT 1 ORDER BY ", fragment);
 
+	ListCell   *lc;
+	int			i = 0;
+
 	if (s == NULL || s->sortClause == NIL || s->limitCount || s->limitOffset ||
 		s->lockingClause || s->withClause || s->intoClause ||
 		s->fromClause || s->whereClause || s->op != SETOP_NONE)
 		not_single(argname, "a list of sort expressions",
 				   "Pass an ORDER BY list such as 'updated_at DESC, id'.");
+
+	/*
+	 * An integer is a column position in a query's ORDER BY and a constant
+	 * in a window's; the list is used in both, so it is neither.
+	 */
+	foreach(lc, s->sortClause)
+	{
+		Node	   *item = lfirst_node(SortBy, lc)->node;
+
+		i++;
+		if (IsA(item, A_Const) &&
+#if PG_VERSION_NUM >= 150000
+			!((A_Const *) item)->isnull && IsA(&((A_Const *) item)->val, Integer)
+#else
+			((A_Const *) item)->val.type == T_Integer
+#endif
+			)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
+					 errmsg("item %d of %s is a column position", i, argname),
+					 errdetail("A column position would mean a different column in each statement idem_etl builds."),
+					 errhint("Name the column instead.")));
+	}
 }
 
 void
