@@ -44,6 +44,7 @@
 #include "utils/memutils.h"
 
 #include "collapse.h"
+#include "compare.h"
 #include "ordering.h"
 
 /* A table that dropped fewer than one row per this many keys is given up, */
@@ -99,21 +100,6 @@ collapse_begin(TupleDesc desc, int nkeys, const int *keyatts, const char *order_
 	c->held = hash_create("idem_etl held rows", 1024, &ctl,
 						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	return c;
-}
-
-static bool
-same_image(TupleDesc desc, int n, const int *atts, Datum *v1, bool *n1, Datum *v2, bool *n2)
-{
-	for (int i = 0; i < n; i++)
-	{
-		int			a = atts ? atts[i] : i;
-		Form_pg_attribute att = TupleDescAttr(desc, a);
-
-		if (n1[a] != n2[a] ||
-			(!n1[a] && !datum_image_eq(v1[a], v2[a], att->attbyval, att->attlen)))
-			return false;
-	}
-	return true;
 }
 
 /* The order_by values order_by_eval left are the held row's. */
@@ -236,9 +222,9 @@ collapse_row(Collapse *c, uint64 keyhash, Datum *values, bool *isnull)
 		return true;
 	}
 	if (held->released ||
-		!same_image(c->desc, c->nkeys, c->keyatts, values, isnull, held->values, held->isnull))
+		!rows_same_image(c->desc, c->nkeys, c->keyatts, values, isnull, held->values, held->isnull))
 		return false;
-	if (same_image(c->desc, c->desc->natts, NULL, values, isnull, held->values, held->isnull))
+	if (rows_same_image(c->desc, c->desc->natts, NULL, values, isnull, held->values, held->isnull))
 	{
 		c->ndropped++;
 		return true;

@@ -8,13 +8,16 @@
  * they are stricter than "=" (1.0 vs 1.00, 'A' vs 'a' under a case-insensitive
  * collation), so an unchanged row is one whose stored bytes would not change.
  * Comparing pairs of arguments is cheaper than ROW(...) *= ROW(...), which
- * builds two tuples for every row of the batch.
+ * builds two tuples for every row of the batch.  rows_same_image compares
+ * two rows of a staged batch the same way, in C.
  */
 #include "postgres.h"
 
 #include "fmgr.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
+
+#include "compare.h"
 
 typedef struct ArgType
 {
@@ -64,4 +67,24 @@ idem_etl_same_image(PG_FUNCTION_ARGS)
 			PG_RETURN_BOOL(false);
 	}
 	PG_RETURN_BOOL(true);
+}
+
+/*
+ * Do two rows laid out as desc have the same value, byte for byte, in the
+ * n attributes atts (0-based), or in the first n when atts is NULL?
+ */
+bool
+rows_same_image(TupleDesc desc, int n, const int *atts,
+				Datum *v1, bool *n1, Datum *v2, bool *n2)
+{
+	for (int i = 0; i < n; i++)
+	{
+		int			a = atts ? atts[i] : i;
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+
+		if (n1[a] != n2[a] ||
+			(!n1[a] && !datum_image_eq(v1[a], v2[a], att->attbyval, att->attlen)))
+			return false;
+	}
+	return true;
 }

@@ -15,6 +15,7 @@
 #include "utils/datum.h"
 #include "utils/memutils.h"
 
+#include "compare.h"
 #include "dedup.h"
 #include "ordering.h"
 #include "sql_build.h"
@@ -148,20 +149,10 @@ keep_winner(TupleTableSlot *slot, void *arg)
 		}
 		return true;
 	}
-	if (first_place)
-		for (int i = 0; i < w->ncols; i++)
-		{
-			Form_pg_attribute att = TupleDescAttr(desc, i);
-
-			if (slot->tts_isnull[i] != w->winner->tts_isnull[i] ||
-				(!slot->tts_isnull[i] &&
-				 !datum_image_eq(slot->tts_values[i], w->winner->tts_values[i],
-								 att->attbyval, att->attlen)))
-			{
-				w->conflicts++;
-				break;
-			}
-		}
+	if (first_place &&
+		!rows_same_image(desc, w->ncols, NULL, slot->tts_values, slot->tts_isnull,
+						 w->winner->tts_values, w->winner->tts_isnull))
+		w->conflicts++;
 	return false;
 }
 
