@@ -422,7 +422,30 @@ SELECT * FROM collapse.err($$SELECT * FROM etl_upsert_batch('collapse.dz',
 SELECT * FROM collapse.err($$SELECT * FROM etl_upsert_batch('collapse.dz',
     'SELECT * FROM (VALUES (2, 2), (1, 1), (1, 0)) b(id, ts)', order_by => '1 / ts')$$);
 
+-- A column whose type lives in a schema the caller has no USAGE on: the
+-- caller may still write the table, and order_by is still evaluated while
+-- staging (the analysis names no type)
 SET client_min_messages = warning;
+DROP ROLE IF EXISTS idem_test_rcollapse;
+RESET client_min_messages;
+CREATE ROLE idem_test_rcollapse;
+CREATE SCHEMA collapse_types;
+CREATE TYPE collapse_types.mood AS ENUM ('sad', 'ok', 'happy');
+CREATE TABLE collapse.moods (id int PRIMARY KEY, m collapse_types.mood, ts int);
+CREATE TABLE collapse.moods_src (id int, m collapse_types.mood, ts int);
+INSERT INTO collapse.moods_src VALUES (1, 'ok', 1), (1, 'happy', 2), (2, 'sad', 1);
+GRANT USAGE ON SCHEMA collapse TO idem_test_rcollapse;
+GRANT ALL ON collapse.moods, collapse.moods_src TO idem_test_rcollapse;
+SET ROLE idem_test_rcollapse;
+SET client_min_messages = debug1;
+SELECT inserted FROM etl_upsert_batch('collapse.moods', 'TABLE collapse.moods_src', order_by => 'ts DESC');
+RESET client_min_messages;
+RESET ROLE;
+SELECT * FROM collapse.moods ORDER BY id;
+
+SET client_min_messages = warning;
+DROP SCHEMA collapse_types CASCADE;
 DROP SCHEMA collapse CASCADE;
+DROP ROLE idem_test_rcollapse;
 DROP EXTENSION idem_etl;
 RESET client_min_messages;

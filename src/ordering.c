@@ -26,7 +26,8 @@
 /*
  * order_by, analysed as dedup.c checks it (SELECT 1 FROM the stage ORDER BY
  * order_by), here over a one-row VALUES list with the stage's column names,
- * types and collations; NULL when it cannot be evaluated row by row here.
+ * types and collations (not typmods, which no ordering depends on); NULL
+ * when it cannot be evaluated row by row here.
  */
 OrderBy *
 order_by_prepare(TupleDesc desc, const char *order_by, const char *alias)
@@ -35,6 +36,7 @@ order_by_prepare(TupleDesc desc, const char *order_by, const char *alias)
 	SPIPlanPtr	plan;
 	CachedPlanSource *source;
 	Query	   *query;
+	Oid		   *argtypes = palloc(sizeof(Oid) * Max(desc->natts, 1));
 	OrderBy    *ob;
 	ListCell   *lc;
 	int			i = 0;
@@ -45,9 +47,12 @@ order_by_prepare(TupleDesc desc, const char *order_by, const char *alias)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, a);
 
-		appendStringInfo(&sql, "%sNULL::%s", a ? ", " : "",
-						 format_type_extended(att->atttypid, att->atttypmod,
-											  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+		/*
+		 * Typed parameters, not type names: a caller may use a column whose
+		 * type lives in a schema it has no USAGE on.
+		 */
+		argtypes[a] = att->atttypid;
+		appendStringInfo(&sql, "%s$%d", a ? ", " : "", a + 1);
 		if (OidIsValid(att->attcollation) &&
 			att->attcollation != get_typcollation(att->atttypid))
 			appendStringInfo(&sql, " COLLATE %s", generate_collation_name(att->attcollation));
@@ -58,7 +63,7 @@ order_by_prepare(TupleDesc desc, const char *order_by, const char *alias)
 						 quote_identifier(NameStr(TupleDescAttr(desc, a)->attname)));
 	appendStringInfo(&sql, ") ORDER BY %s\n", order_by);
 
-	plan = SPI_prepare(sql.data, 0, NULL);
+	plan = SPI_prepare(sql.data, desc->natts, argtypes);
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 	source = linitial(SPI_plan_get_plan_sources(plan));
