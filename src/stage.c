@@ -690,7 +690,7 @@ static void
 stage_held_row(void *arg, Datum *values, bool *isnull)
 {
 	StageReceiver *r = (StageReceiver *) arg;
-	uint64		keyhash;
+	uint64		keyhash = 0;
 	bool		hashed = hashes_key(&r->hashes, values, isnull, &keyhash);
 
 	stage_put(r, hashed, keyhash, values, isnull);
@@ -702,7 +702,7 @@ stage_receive(TupleTableSlot *slot, DestReceiver *self)
 	StageReceiver *r = (StageReceiver *) self;
 	TupleDesc	desc = r->rel->desc;
 	MemoryContext oldcxt = MemoryContextSwitchTo(r->rowcxt);
-	uint64		keyhash;
+	uint64		keyhash = 0;
 	bool		hashed;
 
 	slot_getallattrs(slot);
@@ -885,7 +885,7 @@ stage_scan(Stage *stage, TargetKey *key, const char *options)
 	BatchHashes bh;
 	MemoryContext rowcxt;
 	MemoryContext oldcxt;
-	uint64		keyhash;
+	uint64		keyhash = 0;
 	bool		hashed;
 
 	/* a staged relation: gathered while staging (stage_load) */

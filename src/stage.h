@@ -2,7 +2,8 @@
  * stage.h
  *		Staging a batch: the source query, evaluated once, into a tuplestore
  *		with the target's column types (or into a table that becomes a
- *		partition); its fingerprint and key hashes, gathered on the way.
+ *		partition); its fingerprint and key hashes, gathered on the way; for
+ *		an upsert, without the rows that cannot win their key (collapse.c).
  */
 #ifndef IDEM_STAGE_H
 #define IDEM_STAGE_H
