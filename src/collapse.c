@@ -108,12 +108,7 @@ keep_order_by(Collapse *c, HeldRow *held)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(c->cxt);
 
-	for (int i = 0; i < c->ob->n; i++)
-	{
-		held->ob_isnull[i] = c->ob->isnull[i];
-		held->ob_values[i] = c->ob->isnull[i] ? (Datum) 0 :
-			datumCopy(c->ob->values[i], c->ob->typbyval[i], c->ob->typlen[i]);
-	}
+	order_by_copy(c->ob, held->ob_values, held->ob_isnull);
 	MemoryContextSwitchTo(oldcxt);
 	held->ob_valid = true;
 }

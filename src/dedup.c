@@ -12,7 +12,6 @@
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "utils/builtins.h"
-#include "utils/datum.h"
 #include "utils/memutils.h"
 
 #include "compare.h"
@@ -139,12 +138,7 @@ keep_winner(TupleTableSlot *slot, void *arg)
 
 			MemoryContextReset(w->keycxt);
 			oldcxt = MemoryContextSwitchTo(w->keycxt);
-			for (int i = 0; i < w->ob->n; i++)
-			{
-				w->ob_isnull[i] = w->ob->isnull[i];
-				w->ob_values[i] = w->ob->isnull[i] ? (Datum) 0 :
-					datumCopy(w->ob->values[i], w->ob->typbyval[i], w->ob->typlen[i]);
-			}
+			order_by_copy(w->ob, w->ob_values, w->ob_isnull);
 			MemoryContextSwitchTo(oldcxt);
 		}
 		return true;
@@ -176,15 +170,7 @@ pick_winners(TargetInfo *target, TargetKey *key, Stage *stage, const char *keys,
 	if (order_by)
 		w.ob = order_by_prepare(desc, order_by, s);
 	if (order_by == NULL || w.ob != NULL)
-	{
-		int		   *keyatts = palloc(sizeof(int) * key->ncolumns);
-
-		for (int i = 0; i < key->ncolumns; i++)
-			for (int a = 0; a < desc->natts; a++)
-				if (strcmp(NameStr(TupleDescAttr(desc, a)->attname), key->names[i]) == 0)
-					keyatts[i] = a;
-		w.key = key_order_prepare(desc, key->ncolumns, keyatts);
-	}
+		w.key = key_order_prepare(desc, key->ncolumns, stage_key_attnos(desc, key));
 
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT ");

@@ -16,6 +16,7 @@
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/plancache.h"
 #include "utils/ruleutils.h"
@@ -120,6 +121,18 @@ order_by_eval(OrderBy *ob, TupleDesc desc, Datum *values, bool *isnull)
 	ExecStoreVirtualTuple(ob->slot);
 	for (int i = 0; i < ob->n; i++)
 		ob->values[i] = ExecEvalExpr(ob->exprs[i], ob->econtext, &ob->isnull[i]);
+}
+
+/* Copy the values order_by_eval left into values, isnull (current context). */
+void
+order_by_copy(OrderBy *ob, Datum *values, bool *isnull)
+{
+	for (int i = 0; i < ob->n; i++)
+	{
+		isnull[i] = ob->isnull[i];
+		values[i] = ob->isnull[i] ? (Datum) 0 :
+			datumCopy(ob->values[i], ob->typbyval[i], ob->typlen[i]);
+	}
 }
 
 /*

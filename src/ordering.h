@@ -34,6 +34,7 @@ typedef struct KeyOrder
 
 extern OrderBy *order_by_prepare(TupleDesc desc, const char *order_by, const char *alias);
 extern void order_by_eval(OrderBy *ob, TupleDesc desc, Datum *values, bool *isnull);
+extern void order_by_copy(OrderBy *ob, Datum *values, bool *isnull);
 extern int	order_by_compare(OrderBy *ob, const Datum *values, const bool *isnull);
 extern void order_by_end(OrderBy *ob);
 extern KeyOrder *key_order_prepare(TupleDesc desc, int nkeys, const int *keyatts);

@@ -145,7 +145,6 @@ void
 sqlb_check_sort_list(const char *fragment, const char *argname)
 {
 	SelectStmt *s = parse_wrapped("SELECT 1 ORDER BY ", fragment);
-
 	ListCell   *lc;
 	int			i = 0;
 

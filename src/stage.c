@@ -364,23 +364,35 @@ typedef struct KeyHasher
 	Oid			collation;
 } KeyHasher;
 
+/* Where the key's columns are in desc (0-based attribute numbers). */
+int *
+stage_key_attnos(TupleDesc desc, TargetKey *key)
+{
+	int		   *atts = palloc(sizeof(int) * key->ncolumns);
+
+	for (int i = 0; i < key->ncolumns; i++)
+	{
+		atts[i] = -1;
+		for (int a = 0; a < desc->natts; a++)
+			if (strcmp(NameStr(TupleDescAttr(desc, a)->attname), key->names[i]) == 0)
+				atts[i] = a;
+		Assert(atts[i] >= 0);
+	}
+	return atts;
+}
+
 static KeyHasher *
 key_hashers(TupleDesc desc, TargetKey *key)
 {
 	KeyHasher  *kh = palloc0(sizeof(KeyHasher) * key->ncolumns);
+	int		   *atts = stage_key_attnos(desc, key);
 
 	for (int i = 0; i < key->ncolumns; i++)
 	{
-		Form_pg_attribute att = NULL;
+		Form_pg_attribute att = TupleDescAttr(desc, atts[i]);
 		TypeCacheEntry *tc;
 
-		for (int a = 0; a < desc->natts; a++)
-			if (strcmp(NameStr(TupleDescAttr(desc, a)->attname), key->names[i]) == 0)
-			{
-				kh[i].attno = a;
-				att = TupleDescAttr(desc, a);
-			}
-		Assert(att != NULL);
+		kh[i].attno = atts[i];
 		tc = lookup_type_cache(att->atttypid, TYPECACHE_HASH_EXTENDED_PROC_FINFO);
 		kh[i].use_proc = OidIsValid(tc->hash_extended_proc);
 		if (kh[i].use_proc)
@@ -810,14 +822,9 @@ stage_load(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
 	r.nulls = palloc(sizeof(bool) * stage->ncolumns);
 	hashes_begin(&r.hashes, stage, desc, key);
 	if (collapse && key)
-	{
-		int		   *keyatts = palloc(sizeof(int) * key->ncolumns);
-
-		for (int i = 0; i < key->ncolumns; i++)
-			keyatts[i] = r.hashes.kh[i].attno;
-		r.collapse = collapse_begin(desc, key->ncolumns, keyatts, order_by,
-									target_alias(target, "s"), stage_held_row, &r);
-	}
+		r.collapse = collapse_begin(desc, key->ncolumns, stage_key_attnos(desc, key),
+									order_by, target_alias(target, "s"),
+									stage_held_row, &r);
 	stage->nrows = 0;
 
 	memset(&options, 0, sizeof(options));

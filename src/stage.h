@@ -80,6 +80,7 @@ extern void stage_fill(Stage *stage, const char *into, const char *extra_columns
 extern char *stage_scan(Stage *stage, TargetKey *key, const char *options);
 extern char *stage_fingerprint(const uint64 *sum, int64 nrows, const char *options);
 extern bool stage_keys_distinct(Stage *stage);
+extern int *stage_key_attnos(TupleDesc desc, TargetKey *key);
 extern StageRun *stage_runs(StagedRel *sorted, AttrNumber att, FmgrInfo *cmp,
 							Oid collation, int *nruns);
 extern StageGroups *stage_groups(StagedRel *sorted, StageRun *runs, int nruns,
