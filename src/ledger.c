@@ -171,28 +171,6 @@ ledger_lock_partitions(Oid target)
 	lock_all_partitions(target, ExclusiveLock);
 }
 
-/*
- * The plan of one of the ledger's own statements, prepared once per session
- * and kept: etl_replace_partitions looks up and records one run per value
- * or partition, thousands of them in one call.  Every name in them is
- * schema-qualified, so the plans do not depend on search_path.
- */
-static SPIPlanPtr
-kept_plan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
-{
-	if (cache == NULL)
-		return sqlb_prepare(sql, nargs, argtypes);	/* not kept: lives in SPI's memory */
-	if (*cache == NULL)
-	{
-		SPIPlanPtr	plan = sqlb_prepare(sql, nargs, argtypes);
-
-		if (SPI_keepplan(plan) != 0)
-			elog(ERROR, "could not keep the plan of a ledger statement");
-		*cache = plan;
-	}
-	return *cache;
-}
-
 static LedgerPrior
 lookup_prior(SPIPlanPtr plan, Datum *args, const char *nulls, Snapshot snapshot)
 {
@@ -279,7 +257,7 @@ static SPITupleTable *
 lookup_latest(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes, Datum *args,
 			  const char *run_key)
 {
-	SPIPlanPtr	plan = kept_plan(cache, sql, nargs, argtypes);
+	SPIPlanPtr	plan = sqlb_prepare_kept(cache, sql, nargs, argtypes);
 	SPITupleTable *latest;
 	uint64		nlatest;
 	int64		latest_id = 0;
@@ -482,7 +460,7 @@ exec_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes,
 						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
 	nestlevel = sqlb_pin_search_path();
-	plan = cache ? kept_plan(cache, sql, nargs, argtypes) : sqlb_prepare(sql, nargs, argtypes);
+	plan = sqlb_prepare_kept(cache, sql, nargs, argtypes);
 	rc = SPI_execute_plan(plan, args, nulls, false, 0);
 	if (rc != expected)
 		elog(ERROR, "writing idem_etl's state failed: %s", SPI_result_code_string(rc));

@@ -113,7 +113,7 @@ build_indexes(NewPart *np, Oid shape)
 {
 	Oid			argtypes[1] = {OIDOID};
 	Datum		args[1];
-	SPIPlanPtr	plan;
+	static SPIPlanPtr plan = NULL;
 	uint64		n;
 	SPITupleTable *tuptable;
 	char	   *prefix_plain;
@@ -122,7 +122,7 @@ build_indexes(NewPart *np, Oid shape)
 													   get_rel_name(shape));
 
 	args[0] = ObjectIdGetDatum(shape);
-	plan = sqlb_prepare("SELECT i.indexrelid::pg_catalog.regclass::pg_catalog.text,"
+	sqlb_prepare_kept(&plan, "SELECT i.indexrelid::pg_catalog.regclass::pg_catalog.text,"
 						" pg_catalog.pg_get_indexdef(i.indexrelid), i.indisunique,"
 						" pg_catalog.pg_get_constraintdef(c.oid), c.oid IS NOT NULL,"
 						" (SELECT relname FROM pg_catalog.pg_class"
@@ -137,7 +137,6 @@ build_indexes(NewPart *np, Oid shape)
 		elog(ERROR, "listing indexes failed");
 	n = SPI_processed;
 	tuptable = SPI_tuptable;
-	SPI_freeplan(plan);
 
 	for (uint64 i = 0; i < n; i++)
 	{
@@ -184,12 +183,12 @@ add_foreign_keys(NewPart *np, TargetInfo *parent)
 {
 	Oid			argtypes[1] = {OIDOID};
 	Datum		args[1];
-	SPIPlanPtr	plan;
+	static SPIPlanPtr plan = NULL;
 	uint64		n;
 	SPITupleTable *tuptable;
 
 	args[0] = ObjectIdGetDatum(parent->relid);
-	plan = sqlb_prepare("SELECT conname, pg_catalog.pg_get_constraintdef(oid)"
+	sqlb_prepare_kept(&plan, "SELECT conname, pg_catalog.pg_get_constraintdef(oid)"
 						" FROM pg_catalog.pg_constraint"
 						" WHERE conrelid OPERATOR(pg_catalog.=) $1"
 						" AND contype OPERATOR(pg_catalog.=) 'f' ORDER BY oid", 1, argtypes);
@@ -197,7 +196,6 @@ add_foreign_keys(NewPart *np, TargetInfo *parent)
 		elog(ERROR, "listing foreign keys failed");
 	n = SPI_processed;
 	tuptable = SPI_tuptable;
-	SPI_freeplan(plan);
 	for (uint64 i = 0; i < n; i++)
 		sqlb_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT %s %s", np->qualname,
 						   quote_identifier(SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 1)),
@@ -313,7 +311,7 @@ carry_properties(NewPart *np, Oid old)
 {
 	Oid			argtypes[4] = {OIDOID, TEXTOID, TEXTOID, TEXTOID};
 	Datum		args[4];
-	SPIPlanPtr	plan;
+	static SPIPlanPtr plan = NULL;
 	uint64		n;
 	SPITupleTable *tuptable;
 
@@ -323,12 +321,11 @@ carry_properties(NewPart *np, Oid old)
 										   quote_qualified_identifier(get_namespace_name(get_rel_namespace(old)),
 																	  get_rel_name(old))));
 	args[3] = CStringGetTextDatum(psprintf(" ON %s ", np->qualname));
-	plan = sqlb_prepare(carry_sql, 4, argtypes);
+	sqlb_prepare_kept(&plan, carry_sql, 4, argtypes);
 	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "reading the partition's properties failed");
 	n = SPI_processed;
 	tuptable = SPI_tuptable;
-	SPI_freeplan(plan);
 	for (uint64 i = 0; i < n; i++)
 		sqlb_exec(SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 1));
 }
@@ -371,11 +368,13 @@ newpart_check_carryable(TargetInfo *parent, Oid partoid)
 {
 	Oid			argtypes[1] = {OIDOID};
 	Datum		args[1] = {ObjectIdGetDatum(partoid)};
+	static SPIPlanPtr plan = NULL;
 
-	if (SPI_execute_with_args("SELECT p.pubname FROM pg_catalog.pg_publication_rel r"
-							  " JOIN pg_catalog.pg_publication p ON p.oid OPERATOR(pg_catalog.=) r.prpubid"
-							  " WHERE r.prrelid OPERATOR(pg_catalog.=) $1 ORDER BY 1 LIMIT 1",
-							  1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
+	sqlb_prepare_kept(&plan, "SELECT p.pubname FROM pg_catalog.pg_publication_rel r"
+					  " JOIN pg_catalog.pg_publication p ON p.oid OPERATOR(pg_catalog.=) r.prpubid"
+					  " WHERE r.prrelid OPERATOR(pg_catalog.=) $1 ORDER BY 1 LIMIT 1",
+					  1, argtypes);
+	if (SPI_execute_plan(plan, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "reading publications failed");
 	if (SPI_processed > 0)
 		ereport(ERROR,

@@ -226,27 +226,30 @@ check_referencing_rows(ReplaceArgs *a, PartSlot *slot, const char *schema)
 	Datum		args[1];
 	uint64		n;
 	SPITupleTable *tuptable;
+	static SPIPlanPtr plan = NULL;
 
 	args[0] = ObjectIdGetDatum(a->target->relid);
-	SPI_execute_with_args("SELECT c.conname, c.conrelid::pg_catalog.regclass::pg_catalog.text,"
-						  " pg_catalog.string_agg(pg_catalog.format('p.%I OPERATOR(%I.%s) r.%I',"
-						  " pa.attname, opn.nspname, op.oprname, ra.attname), ' AND ' ORDER BY k.n)"
-						  " FROM pg_catalog.pg_constraint c,"
-						  " ROWS FROM (pg_catalog.unnest(c.conkey), pg_catalog.unnest(c.confkey),"
-						  " pg_catalog.unnest(c.conpfeqop)) WITH ORDINALITY k(r, p, o, n),"
-						  " pg_catalog.pg_attribute ra, pg_catalog.pg_attribute pa,"
-						  " pg_catalog.pg_operator op, pg_catalog.pg_namespace opn"
-						  " WHERE c.confrelid OPERATOR(pg_catalog.=) $1"
-						  " AND c.contype OPERATOR(pg_catalog.=) 'f'"
-						  " AND c.conparentid OPERATOR(pg_catalog.=) 0"
-						  " AND ra.attrelid OPERATOR(pg_catalog.=) c.conrelid"
-						  " AND ra.attnum OPERATOR(pg_catalog.=) k.r"
-						  " AND pa.attrelid OPERATOR(pg_catalog.=) c.confrelid"
-						  " AND pa.attnum OPERATOR(pg_catalog.=) k.p"
-						  " AND op.oid OPERATOR(pg_catalog.=) k.o"
-						  " AND opn.oid OPERATOR(pg_catalog.=) op.oprnamespace"
-						  " GROUP BY c.oid, c.conname, c.conrelid ORDER BY c.conname",
-						  1, argtypes, args, NULL, false, 0);
+	sqlb_prepare_kept(&plan, "SELECT c.conname, c.conrelid::pg_catalog.regclass::pg_catalog.text,"
+					  " pg_catalog.string_agg(pg_catalog.format('p.%I OPERATOR(%I.%s) r.%I',"
+					  " pa.attname, opn.nspname, op.oprname, ra.attname), ' AND ' ORDER BY k.n)"
+					  " FROM pg_catalog.pg_constraint c,"
+					  " ROWS FROM (pg_catalog.unnest(c.conkey), pg_catalog.unnest(c.confkey),"
+					  " pg_catalog.unnest(c.conpfeqop)) WITH ORDINALITY k(r, p, o, n),"
+					  " pg_catalog.pg_attribute ra, pg_catalog.pg_attribute pa,"
+					  " pg_catalog.pg_operator op, pg_catalog.pg_namespace opn"
+					  " WHERE c.confrelid OPERATOR(pg_catalog.=) $1"
+					  " AND c.contype OPERATOR(pg_catalog.=) 'f'"
+					  " AND c.conparentid OPERATOR(pg_catalog.=) 0"
+					  " AND ra.attrelid OPERATOR(pg_catalog.=) c.conrelid"
+					  " AND ra.attnum OPERATOR(pg_catalog.=) k.r"
+					  " AND pa.attrelid OPERATOR(pg_catalog.=) c.confrelid"
+					  " AND pa.attnum OPERATOR(pg_catalog.=) k.p"
+					  " AND op.oid OPERATOR(pg_catalog.=) k.o"
+					  " AND opn.oid OPERATOR(pg_catalog.=) op.oprnamespace"
+					  " GROUP BY c.oid, c.conname, c.conrelid ORDER BY c.conname",
+					  1, argtypes);
+	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "listing foreign keys that reference the target failed");
 	n = SPI_processed;
 	tuptable = SPI_tuptable;
 	for (uint64 i = 0; i < n; i++)

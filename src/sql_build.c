@@ -204,6 +204,33 @@ sqlb_prepare(const char *sql, int nargs, Oid *argtypes)
 }
 
 /*
+ * The plan of a statement of fixed text (a catalog lookup, one of the
+ * ledger's statements), prepared on its first use in the session and kept
+ * in *cache: the catalog lookups of a partition replacement took longer to
+ * parse and plan (about 2 ms a call) than to run, and etl_replace_partitions
+ * looks up and records a ledger run per partition, thousands in a call.
+ * Every name in them is schema-qualified, so the plans do not depend on
+ * search_path; the plan cache replans them when a catalog they read
+ * changes.  With cache NULL the plan is not kept, and lives in SPI's
+ * memory.  Never freed by the caller.
+ */
+SPIPlanPtr
+sqlb_prepare_kept(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr	plan;
+
+	if (cache == NULL)
+		return sqlb_prepare(sql, nargs, argtypes);
+	if (*cache != NULL)
+		return *cache;
+	plan = sqlb_prepare(sql, nargs, argtypes);
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "could not keep the plan of a statement");
+	*cache = plan;
+	return plan;
+}
+
+/*
  * Statements idem_etl runs over and over with the same text (the merge of a
  * small batch names the same target, columns and staged relations at each
  * call) are parsed and planned once per session, as PL/pgSQL does with its

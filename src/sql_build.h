@@ -19,6 +19,8 @@ extern void sqlb_check_expression(const char *fragment, const char *argname);
 
 /* SPI wrappers that refuse anything but one statement. */
 extern SPIPlanPtr sqlb_prepare(const char *sql, int nargs, Oid *argtypes);
+extern SPIPlanPtr sqlb_prepare_kept(SPIPlanPtr *cache, const char *sql, int nargs,
+									 Oid *argtypes);
 extern uint64 sqlb_exec(const char *sql);
 extern uint64 sqlb_exec_cached(const char *sql);
 extern int64 sqlb_exec_int8(const char *sql);

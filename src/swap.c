@@ -47,21 +47,24 @@ rename_indexes(const char *schema, const char *table, const char *from, const ch
 	Datum		args[3];
 	uint64		n;
 	SPITupleTable *tuptable;
+	static SPIPlanPtr plan = NULL;
 
 	args[0] = CStringGetTextDatum(psprintf("%s.%s", schema, quote_identifier(table)));
 	args[1] = CStringGetTextDatum(from);
 	args[2] = CStringGetTextDatum(to);
-	SPI_execute_with_args("SELECT pg_catalog.quote_ident(c.relname), pg_catalog.quote_ident(n.name)"
-						  " FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c"
-						  " ON c.oid OPERATOR(pg_catalog.=) i.indexrelid,"
-						  " LATERAL (SELECT pg_catalog.left(pg_catalog.concat($3, pg_catalog.substr(c.relname,"
-						  "  pg_catalog.length($2) OPERATOR(pg_catalog.+) 1)), 63)::pg_catalog.name AS name) n"
-						  " WHERE i.indrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass"
-						  " AND pg_catalog.starts_with(c.relname, $2)"
-						  " AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class o"
-						  "  WHERE o.relnamespace OPERATOR(pg_catalog.=) c.relnamespace"
-						  "  AND o.relname OPERATOR(pg_catalog.=) n.name)",
-						  3, argtypes, args, NULL, false, 0);
+	sqlb_prepare_kept(&plan, "SELECT pg_catalog.quote_ident(c.relname), pg_catalog.quote_ident(n.name)"
+					  " FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c"
+					  " ON c.oid OPERATOR(pg_catalog.=) i.indexrelid,"
+					  " LATERAL (SELECT pg_catalog.left(pg_catalog.concat($3, pg_catalog.substr(c.relname,"
+					  "  pg_catalog.length($2) OPERATOR(pg_catalog.+) 1)), 63)::pg_catalog.name AS name) n"
+					  " WHERE i.indrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass"
+					  " AND pg_catalog.starts_with(c.relname, $2)"
+					  " AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class o"
+					  "  WHERE o.relnamespace OPERATOR(pg_catalog.=) c.relnamespace"
+					  "  AND o.relname OPERATOR(pg_catalog.=) n.name)",
+					  3, argtypes);
+	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "listing the indexes to rename failed");
 	n = SPI_processed;
 	tuptable = SPI_tuptable;
 	for (uint64 i = 0; i < n; i++)
