@@ -110,6 +110,10 @@ target_open(Oid relid, AclMode mode)
 		col->writable = att->attgenerated == '\0' &&
 			att->attidentity != ATTRIBUTE_IDENTITY_ALWAYS;
 	}
+	if (rel->trigdesc)
+		for (int i = 0; i < rel->trigdesc->numtriggers; i++)
+			if (!rel->trigdesc->triggers[i].tgisinternal)
+				target->has_triggers = true;
 	table_close(rel, NoLock);
 	return target;
 }

@@ -30,6 +30,7 @@ typedef struct TargetInfo
 	char	   *qualname;		/* quoted schema.name, for SQL */
 	int			ncolumns;
 	TargetColumn *columns;
+	bool		has_triggers;	/* triggers of its own (not constraints') */
 } TargetInfo;
 
 typedef struct TargetKey

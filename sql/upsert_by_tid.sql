@@ -1,0 +1,124 @@
+--
+-- upsert_by_tid: stored rows updated through the tuple identifier the probe
+-- found (issue 11, item 3).  On a plain table without triggers of its own
+-- and without row security applying to the caller, a batch of 100 keys or
+-- more updates the rows the probe found by their ctid: the key index is
+-- descended once per row (the probe), where INSERT ... ON CONFLICT descends
+-- it again and locks the row first.  Elsewhere the rows go through ON
+-- CONFLICT, whose BEFORE INSERT triggers and INSERT policies apply to
+-- updated rows too: those keep working as before.
+--
+-- The index descents of a call are counted with pg_stat_get_xact_numscans,
+-- before and after it (tid.run): one per probe, one per ON CONFLICT check.
+--
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS idem_etl CASCADE;
+CREATE EXTENSION idem_etl;
+DROP SCHEMA IF EXISTS tid CASCADE;
+\set roles {idem_test_tid_rls}
+\i sql/include/drop_roles.sql
+RESET client_min_messages;
+
+CREATE SCHEMA tid;
+\set schema tid
+\i sql/include/err.sql
+
+-- an etl_upsert_batch call's counts, and the descents of idx it made
+CREATE FUNCTION tid.run(idx regclass, call text)
+    RETURNS TABLE (inserted bigint, updated bigint, unchanged bigint, index_scans bigint)
+    LANGUAGE plpgsql AS $$
+DECLARE s0 bigint := pg_stat_get_xact_numscans(idx);
+BEGIN
+    EXECUTE 'SELECT inserted, updated, unchanged FROM ' || call INTO inserted, updated, unchanged;
+    index_scans := pg_stat_get_xact_numscans(idx) - s0;
+    RETURN NEXT;
+END $$;
+CREATE FUNCTION tid.summary(t text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+    EXECUTE format('SELECT string_agg(v || '':'' || n, '' '' ORDER BY v)'
+                   ' FROM (SELECT v, count(*) AS n FROM %s GROUP BY v) s', t) INTO r;
+    RETURN r;
+END $$;
+
+CREATE TABLE tid.t (id int PRIMARY KEY, v text, n int);
+\set idx tid.t_pkey
+INSERT INTO tid.t SELECT g, 'old', 0 FROM generate_series(1, 300) AS g;
+
+-- 300 keys: 200 stored (updated by ctid), 100 absent (ON CONFLICT): 300
+-- probes + 100 checks
+SELECT * FROM tid.run(:'idx', $$etl_upsert_batch('tid.t', 'SELECT g AS id, ''new'' AS v, 1 AS n FROM generate_series(101, 400) AS g')$$);
+SELECT tid.summary('tid.t');
+
+-- the same batch again: nothing changed, nothing written (300 probes)
+SELECT * FROM tid.run(:'idx', $$etl_upsert_batch('tid.t', 'SELECT g AS id, ''new'' AS v, 1 AS n FROM generate_series(101, 400) AS g')$$);
+
+-- 99 keys: one INSERT ... ON CONFLICT, the stored rows checked again (198)
+SELECT * FROM tid.run(:'idx', $$etl_upsert_batch('tid.t', 'SELECT g AS id, ''small'' AS v, 2 AS n FROM generate_series(1, 99) AS g')$$);
+
+-- newer_column: the rule holds on the updates by ctid
+SELECT * FROM tid.run(:'idx', $$etl_upsert_batch('tid.t', 'SELECT g AS id, ''newer'' AS v, CASE WHEN g % 2 = 0 THEN 5 ELSE 0 END AS n FROM generate_series(1, 200) AS g',
+                        newer_column => 'n')$$);
+SELECT tid.summary('tid.t');
+
+-- update_columns: only those are set and compared
+SELECT inserted, updated, unchanged
+  FROM etl_upsert_batch('tid.t', 'SELECT g AS id, ''cols'' AS v, 9 AS n FROM generate_series(1, 150) AS g',
+                        update_columns => ARRAY['n']);
+SELECT count(*) FILTER (WHERE n = 9) AS n_set, count(*) FILTER (WHERE v = 'cols') AS v_set
+  FROM tid.t WHERE id <= 150;
+
+--
+-- a BEFORE INSERT trigger: ON CONFLICT fires it for the rows it updates too,
+-- so they go through ON CONFLICT, and the trigger's value is stored
+--
+CREATE TABLE tid.trig (id int PRIMARY KEY, v text, n int);
+\set idx tid.trig_pkey
+INSERT INTO tid.trig SELECT g, 'old', 0 FROM generate_series(1, 150) AS g;
+CREATE FUNCTION tid.lower_v() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN NEW.v := lower(NEW.v); RETURN NEW; END $$;
+CREATE TRIGGER lower_v BEFORE INSERT ON tid.trig FOR EACH ROW EXECUTE FUNCTION tid.lower_v();
+SELECT * FROM tid.run(:'idx', $$etl_upsert_batch('tid.trig', 'SELECT g AS id, ''UPPER'' AS v, 1 AS n FROM generate_series(1, 150) AS g')$$);
+SELECT tid.summary('tid.trig');
+
+--
+-- row security: ON CONFLICT checks the INSERT policies on the rows it
+-- updates too; so does a batch of 100 keys or more
+--
+CREATE TABLE tid.rls (id int PRIMARY KEY, v text, n int);
+INSERT INTO tid.rls SELECT g, 'old', 0 FROM generate_series(1, 150) AS g;
+CREATE ROLE idem_test_tid_rls;
+GRANT USAGE ON SCHEMA tid TO idem_test_tid_rls;
+GRANT SELECT, INSERT, UPDATE ON tid.rls TO idem_test_tid_rls;
+ALTER TABLE tid.rls ENABLE ROW LEVEL SECURITY;
+CREATE POLICY sel ON tid.rls FOR SELECT USING (true);
+CREATE POLICY upd ON tid.rls FOR UPDATE USING (true) WITH CHECK (true);
+CREATE POLICY ins ON tid.rls FOR INSERT WITH CHECK (v <> 'forbidden');
+SET ROLE idem_test_tid_rls;
+SELECT * FROM tid.err($$SELECT * FROM etl_upsert_batch('tid.rls',
+    'SELECT g AS id, ''forbidden'' AS v, 1 AS n FROM generate_series(1, 150) AS g')$$);
+SELECT inserted, updated, unchanged
+  FROM etl_upsert_batch('tid.rls', 'SELECT g AS id, ''allowed'' AS v, 1 AS n FROM generate_series(1, 150) AS g');
+RESET ROLE;
+SELECT tid.summary('tid.rls');
+
+--
+-- a partitioned target and an inheritance parent
+--
+CREATE TABLE tid.parted (id int PRIMARY KEY, v text) PARTITION BY RANGE (id);
+CREATE TABLE tid.parted_1 PARTITION OF tid.parted FOR VALUES FROM (1) TO (1000);
+INSERT INTO tid.parted SELECT g, 'old' FROM generate_series(1, 150) AS g;
+SELECT inserted, updated, unchanged
+  FROM etl_upsert_batch('tid.parted', 'SELECT g AS id, ''new'' AS v FROM generate_series(51, 250) AS g');
+SELECT tid.summary('tid.parted');
+CREATE TABLE tid.parent (id int PRIMARY KEY, v text);
+CREATE TABLE tid.child (id int PRIMARY KEY, v text) INHERITS (tid.parent);
+INSERT INTO tid.parent SELECT g, 'old' FROM generate_series(1, 150) AS g;
+INSERT INTO tid.child VALUES (1000, 'child');
+SELECT inserted, updated, unchanged
+  FROM etl_upsert_batch('tid.parent', 'SELECT g AS id, ''new'' AS v FROM generate_series(1, 200) AS g');
+SELECT tid.summary('ONLY tid.parent'), tid.summary('tid.child');
+
+DROP SCHEMA tid CASCADE;
+\set roles {idem_test_tid_rls}
+\i sql/include/drop_roles.sql
