@@ -46,6 +46,7 @@ newpart_create(TargetInfo *parent, PartKey *pk, PartSlot *slot)
 					   np->qualname,
 					   quote_qualified_identifier(get_namespace_name(get_rel_namespace(shape)),
 												  get_rel_name(shape))));
+	np->relid = get_relname_relid(np->relname, get_rel_namespace(parent->relid));
 	if (pk->column->notnull)
 		sqlb_exec(psprintf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL", np->qualname,
 						   quote_identifier(pk->column->name)));

@@ -16,6 +16,7 @@ typedef struct NewPart
 	char	   *relname;		/* unquoted, in the parent's schema */
 	char	   *qualname;		/* quoted schema.name */
 	char	   *schema;			/* quoted schema */
+	Oid			relid;
 } NewPart;
 
 extern NewPart *newpart_create(TargetInfo *parent, PartKey *pk, PartSlot *slot);

@@ -400,10 +400,10 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 	{
 		np = newpart_create(a->target, a->pk, slot);
 		progress_phase("staging", -1);
-		stage_fill(&loaded, np->qualname, extra_cols.data, extra_vals.data);
+		stage_load_into(&loaded, a->target, np->relid);
 		audit_expect(a->expect, np->qualname, a->target->relname);
 		run.batch_rows = loaded.nrows;
-		run.fingerprint = stage_scan(&loaded, NULL, replace_options(&loaded, slot->bound_sql));
+		run.fingerprint = stage_batch_fingerprint(&loaded, replace_options(&loaded, slot->bound_sql));
 		if (same_as_prior(a, slot->value, slot->bound_sql, &run))
 		{
 			sqlb_exec(psprintf("DROP TABLE %s", np->qualname));
@@ -489,7 +489,7 @@ replace_in_table(ReplaceArgs *a, const char *value, ReplaceResult *r)
 				 errdetail("One offending value of \"%s\" is %s.", a->pk->column->name, example),
 				 errhint("Filter the source on \"%s\".", a->pk->column->name)));
 	run.batch_rows = batch.nrows;
-	run.fingerprint = stage_scan(&batch, NULL, replace_options(&batch, bound));
+	run.fingerprint = stage_batch_fingerprint(&batch, replace_options(&batch, bound));
 	r->partition = a->target->relid;
 	if (same_as_prior(a, value, bound, &run))
 	{
@@ -1015,7 +1015,7 @@ where_run(ReplaceArgs *a, char *run_key, LedgerRun *run, ReplaceResult *total)
 	start_run(run, a, a->condition, bound, a->target->qualname);
 	run->operation = "replace_where";
 	run->batch_rows = a->stage->nrows;
-	run->fingerprint = stage_scan(a->stage, NULL, opts.data);
+	run->fingerprint = stage_batch_fingerprint(a->stage, opts.data);
 	if (run_key)
 	{
 		prior = ledger_where_prior(a->target->relid, run_key, bound);

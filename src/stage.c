@@ -37,6 +37,7 @@
 #include "utils/tuplesort.h"
 #include "utils/typcache.h"
 
+#include "bulkload.h"
 #include "collapse.h"
 #include "progress.h"
 #include "sql_build.h"
@@ -275,38 +276,6 @@ stage_has_column(Stage *stage, const char *name)
 }
 
 /*
- * Run the source, once, into table "into" (the stage, or a table that will
- * become a partition), in the caller's snapshot: the source sees what the
- * calling statement sees.  Values are cast as INSERT casts them.
- */
-void
-stage_fill(Stage *stage, const char *into, const char *extra_columns,
-		   const char *extra_values)
-{
-	StringInfoData sql;
-	SPIPlanPtr	plan;
-	int			rc;
-
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "INSERT INTO %s (", into);
-	sqlb_append_columns(&sql, NULL, stage->columns, stage->ncolumns);
-	appendStringInfo(&sql, "%s) SELECT ", extra_columns ? extra_columns : "");
-	sqlb_append_columns(&sql, "idem_src", stage->columns, stage->ncolumns);
-	appendStringInfo(&sql, "%s FROM (%s\n) AS idem_src",
-					 extra_values ? extra_values : "", stage->body);
-
-	plan = sqlb_prepare(sql.data, 0, NULL);
-	rc = SPI_execute_snapshot(plan, NULL, NULL, GetActiveSnapshot(),
-							  InvalidSnapshot, false, false, 0);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "loading the source failed: %s", SPI_result_code_string(rc));
-	stage->nrows = SPI_processed;
-	stage->name = pstrdup(into);
-	stage->staged = NULL;
-	SPI_freeplan(plan);
-}
-
-/*
  * Feed one attribute's binary image into the two hash lanes.  seed is the
  * column's position among the source's columns (1, 2, ...), whatever the
  * attribute number in the relation read, so that rows hash alike whether
@@ -507,8 +476,8 @@ hashes_distinct(uint64 *hashes, int64 n)
 }
 
 /*
- * What one pass over a batch gathers (see stage_scan), row by row: while it
- * is staged (stage_receive), or from a table loaded from the source.
+ * What running the source gathers (see run_source), row by row, as the rows
+ * are staged (stage_receive).
  */
 typedef struct BatchHashes
 {
@@ -675,7 +644,9 @@ coercion_for(Form_pg_attribute src, TargetColumn *col)
 typedef struct StageReceiver
 {
 	DestReceiver pub;
-	StagedRel  *rel;
+	TupleDesc	desc;			/* the rows staged */
+	StagedRel  *rel;			/* where they go: a staged relation, */
+	BulkLoad   *into;			/* or a table */
 	Stage	   *stage;
 	TargetInfo *target;
 	int		   *source_att;		/* per staged column, its source column */
@@ -692,9 +663,14 @@ typedef struct StageReceiver
 static void
 stage_put(StageReceiver *r, bool hashed, uint64 keyhash, Datum *values, bool *isnull)
 {
-	tuplestore_putvalues(r->rel->store, r->rel->desc, values, isnull);
+	if (r->into)
+		bulkload_put(r->into, values, isnull);
+	else
+	{
+		tuplestore_putvalues(r->rel->store, r->desc, values, isnull);
+		r->rel->nrows++;
+	}
 	hashes_add_key(&r->hashes, hashed, keyhash);
-	r->rel->nrows++;
 }
 
 /* Stage one row that collapse.c held or releases. */
@@ -712,7 +688,7 @@ static bool
 stage_receive(TupleTableSlot *slot, DestReceiver *self)
 {
 	StageReceiver *r = (StageReceiver *) self;
-	TupleDesc	desc = r->rel->desc;
+	TupleDesc	desc = r->desc;
 	MemoryContext oldcxt = MemoryContextSwitchTo(r->rowcxt);
 	uint64		keyhash = 0;
 	bool		hashed;
@@ -779,17 +755,20 @@ stage_receiver_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 
 
 /*
- * Run the source, once, into a staged relation with the target's column
- * types, in the caller's statement snapshot (read-only execution uses the
- * active snapshot as it is): the source sees what the calling statement
- * sees.  What stage_scan reports (fingerprint, and with key, the key
- * checks) is gathered on the way.  With collapse (and key), rows that cannot
- * win their key are counted but not staged (collapse.c): exact copies, and
- * with order_by (NULL: none) the rows it puts after another of their key.
+ * Run the source, once, in the caller's statement snapshot (read-only
+ * execution uses the active snapshot as it is): the source sees what the
+ * calling statement sees.  Its rows, coerced to the target's column types,
+ * go into a staged relation, or with into valid, into that table
+ * (bulkload.c).  The fingerprint and, with key, the key checks of dedup.c
+ * (the number of rows with a NULL key, and a 64-bit hash of every key,
+ * kept while they fit in work_mem) are gathered on the way.  With collapse
+ * (and key), rows that cannot win their key are counted but not staged
+ * (collapse.c): exact copies, and with order_by (NULL: none) the rows it
+ * puts after another of their key.
  */
-void
-stage_load(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
-		   const char *order_by)
+static void
+run_source(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
+		   const char *order_by, Oid into)
 {
 	TupleDesc	desc = CreateTemplateTupleDesc(stage->ncolumns);
 	StageReceiver r;
@@ -810,7 +789,11 @@ stage_load(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
 	r.pub.rShutdown = receiver_shutdown;
 	r.pub.rDestroy = receiver_destroy;
 	r.pub.mydest = DestTuplestore;
-	r.rel = stage_register("stage", desc);
+	r.desc = desc;
+	if (OidIsValid(into))
+		r.into = bulkload_begin(into, target->relid, desc);
+	else
+		r.rel = stage_register("stage", desc);
 	r.stage = stage;
 	r.target = target;
 	r.source_att = palloc(sizeof(int) * stage->ncolumns);
@@ -840,10 +823,38 @@ stage_load(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
 
 	hashes_end(&r.hashes, stage);
 	stage->hashed_key = key;
-	stage_publish(r.rel);
-	stage->staged = r.rel;
-	stage->name = r.rel->name;
-	stage->ncollapsed = stage->nrows - r.rel->nrows;
+	if (r.into)
+	{
+		bulkload_end(r.into);
+		stage->staged = NULL;
+		stage->name = NULL;
+		stage->ncollapsed = 0;
+	}
+	else
+	{
+		stage_publish(r.rel);
+		stage->staged = r.rel;
+		stage->name = r.rel->name;
+		stage->ncollapsed = stage->nrows - r.rel->nrows;
+	}
+}
+
+/* The source staged in a tuplestore (see run_source). */
+void
+stage_load(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
+		   const char *order_by)
+{
+	run_source(stage, target, key, collapse, order_by, InvalidOid);
+}
+
+/*
+ * The source loaded into table into, created in this transaction for a
+ * partition of target and still without indexes (see run_source).
+ */
+void
+stage_load_into(Stage *stage, TargetInfo *target, Oid into)
+{
+	run_source(stage, target, NULL, false, NULL, into);
 }
 
 /*
@@ -862,74 +873,20 @@ stage_fingerprint(const uint64 *sum, int64 nrows, const char *options)
 }
 
 /*
- * One pass over the stage computes:
- *
- * - the fingerprint, an order-independent digest of the rows the source
- *   produced plus the options that shape the result: each row's binary
- *   image hashed into two 64-bit lanes, the lanes summed over rows (a
- *   multiset hash), then mixed with the options.  Only the source's
- *   columns count: in a table loaded from the source, what the table filled
- *   in itself (a DEFAULT now(), an identity) is not part of the input, so a
- *   rerun of the same rows is recognised.  Binary images, like the *=
- *   operator used for change detection, need no equality operator, so
- *   json, point and xml work;
- * - with a key (upserts): the number of rows with a NULL key;
- * - and a 64-bit hash of every key, which dedup.c sorts to prove the keys unique
- *   without an aggregate over the batch.  They are kept only while they fit
- *   in work_mem; beyond that dedup.c checks the keys in SQL instead.
- *
- * A staged batch is hashed as it is staged (stage_load), with no second
- * pass: then this only mixes in the options.  A table loaded by stage_fill
- * is read once here.
+ * The fingerprint of the batch, gathered while the source ran (stage_load,
+ * stage_load_into), with no second pass over the rows: an order-independent
+ * digest of the rows the source produced plus the options that shape the
+ * result.  Each row's binary image is hashed into two 64-bit lanes, the
+ * lanes are summed over rows (a multiset hash), then mixed with the
+ * options.  Only the source's columns count, as coerced to the target's
+ * types: what a loaded table fills in itself (a DEFAULT now(), an
+ * identity) is not part of the input, so a rerun of the same rows is
+ * recognised.  Binary images, like the *= operator used for change
+ * detection, need no equality operator, so json, point and xml work.
  */
 char *
-stage_scan(Stage *stage, TargetKey *key, const char *options)
+stage_batch_fingerprint(Stage *stage, const char *options)
 {
-	Relation	rel;
-	Snapshot	snap;
-	TableScanDesc scan;
-	TupleTableSlot *slot;
-	BatchHashes bh;
-	MemoryContext rowcxt;
-	MemoryContext oldcxt;
-	uint64		keyhash = 0;
-	bool		hashed;
-
-	/* a staged relation: gathered while staging (stage_load) */
-	if (stage->staged)
-	{
-		Assert(key == stage->hashed_key);
-		return stage_fingerprint(stage->sum, stage->nrows, options);
-	}
-
-	/* a table loaded by stage_fill in this transaction */
-	CommandCounterIncrement();
-	rel = relation_open(DatumGetObjectId(DirectFunctionCall1(regclassin,
-															 CStringGetDatum(stage->name))),
-						AccessShareLock);
-	snap = RegisterSnapshot(GetLatestSnapshot());
-	scan = table_beginscan(rel, snap, 0, NULL);
-	slot = table_slot_create(rel, NULL);
-	hashes_begin(&bh, stage, RelationGetDescr(rel), key);
-	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl stage scan",
-								   ALLOCSET_DEFAULT_SIZES);
-	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
-	{
-		CHECK_FOR_INTERRUPTS();
-		oldcxt = MemoryContextSwitchTo(rowcxt);
-		slot_getallattrs(slot);
-		hashes_add_row(&bh, slot->tts_values, slot->tts_isnull);
-		hashed = hashes_key(&bh, slot->tts_values, slot->tts_isnull, &keyhash);
-		hashes_add_key(&bh, hashed, keyhash);
-		MemoryContextSwitchTo(oldcxt);
-		MemoryContextReset(rowcxt);
-	}
-	ExecDropSingleTupleTableSlot(slot);
-	table_endscan(scan);
-	UnregisterSnapshot(snap);
-	relation_close(rel, AccessShareLock);
-	MemoryContextDelete(rowcxt);
-	hashes_end(&bh, stage);
 	return stage_fingerprint(stage->sum, stage->nrows, options);
 }
 
@@ -977,7 +934,8 @@ stage_keys_distinct(Stage *stage)
  * number att) with the ordering whose comparison function is cmp: one run
  * per distinct value (equal by cmp), with its first value as its type
  * prints it, its number of rows and the sum of its rows' hashes (see
- * stage_scan: a run's fingerprint is stage_fingerprint of that sum).  One
+ * stage_batch_fingerprint: a run's fingerprint is stage_fingerprint of that
+ * sum).  One
  * pass, in the order of the values.
  */
 StageRun *

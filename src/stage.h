@@ -27,9 +27,9 @@ typedef struct StagedRel
 
 typedef struct Stage
 {
-	char	   *name;			/* the staged relation, or a quoted table name
-								 * (stage_fill) */
-	StagedRel  *staged;			/* NULL when in a table */
+	char	   *name;			/* the staged relation; NULL when loaded into
+								 * a table (stage_load_into) */
+	StagedRel  *staged;
 	char	   *body;			/* the source query, checked */
 	SPIPlanPtr	plan;			/* SELECT * FROM (body), made by stage_plan
 								 * and run by stage_load; SPI_finish frees it */
@@ -39,7 +39,7 @@ typedef struct Stage
 	int64		ncollapsed;		/* of them, rows that could not win their
 								 * key, not staged (collapse.c) */
 
-	/* Filled by stage_load or stage_scan: the rows' hashes, summed ... */
+	/* Filled by stage_load: the rows' hashes, summed ... */
 	uint64		sum[2];
 	TargetKey  *hashed_key;		/* stage_load's key */
 	/* ... and for the key checks of dedup.c: */
@@ -75,9 +75,8 @@ extern Stage *stage_plan(TargetInfo *target, const char *source);
 extern bool stage_has_column(Stage *stage, const char *name);
 extern void stage_load(Stage *stage, TargetInfo *target, TargetKey *key,
 					   bool collapse, const char *order_by);
-extern void stage_fill(Stage *stage, const char *into, const char *extra_columns,
-					   const char *extra_values);
-extern char *stage_scan(Stage *stage, TargetKey *key, const char *options);
+extern void stage_load_into(Stage *stage, TargetInfo *target, Oid into);
+extern char *stage_batch_fingerprint(Stage *stage, const char *options);
 extern char *stage_fingerprint(const uint64 *sum, int64 nrows, const char *options);
 extern bool stage_keys_distinct(Stage *stage);
 extern int *stage_key_attnos(TupleDesc desc, TargetKey *key);

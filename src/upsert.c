@@ -729,8 +729,8 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	/* audit before anything is written, a skip included */
 	audit_expect(args.expect, stage->name, target->relname);
 	run.expectation = args.expect;
-	run.fingerprint = stage_scan(stage, key, fingerprint_options(target, key, stage, &args,
-																 setcols, nset));
+	run.fingerprint = stage_batch_fingerprint(stage, fingerprint_options(target, key, stage, &args,
+																			setcols, nset));
 
 	if (args.run_key)
 		prior = ledger_prior_run(target->relid, run.operation, args.run_key, NULL);
