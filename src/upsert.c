@@ -384,7 +384,12 @@ append_update(StringInfo sql, TargetInfo *target, char **setcols, int nset,
 
 		appendStringInfo(sql, "%s%s = d.%s", i ? ", " : "", col, col);
 	}
-	appendStringInfo(sql, " FROM idem_delta d WHERE t.ctid OPERATOR(pg_catalog.=) d.%s", tid);
+	/*
+	 * The rows found absent are left out before the join rather than by it:
+	 * each rescan of the TID scan asks the kernel for the table's size.
+	 */
+	appendStringInfo(sql, " FROM idem_delta d WHERE d.%s IS NOT NULL AND t.ctid OPERATOR(pg_catalog.=) d.%s",
+					 tid, tid);
 	if (newer_column)
 	{
 		appendStringInfoString(sql, " AND ");
