@@ -13,6 +13,8 @@ DROP EXTENSION IF EXISTS idem_etl CASCADE;
 CREATE EXTENSION idem_etl;
 DROP SCHEMA IF EXISTS rprop CASCADE;
 DROP PUBLICATION IF EXISTS rprop_pub;
+\set roles {idem_test_rprop_other}
+\i sql/include/drop_roles.sql
 RESET client_min_messages;
 CREATE SCHEMA rprop;
 \set schema rprop
@@ -65,6 +67,56 @@ SELECT rows_loaded FROM etl_replace_partition('rprop.t', '2026-11-04', $$SELECT 
     granularity => '1 day');
 SELECT replica_identity FROM rprop.props('rprop.t_20261104');
 
+-- Each property alone on an otherwise plain partition is carried: what the
+-- old partition has is read from its catalog entries first, and the
+-- statement that carries properties runs only when there is something
+-- (issue 11: planning it cost a few ms in a new session).  setup names the
+-- partition p; check returns what the new partition has.
+CREATE ROLE idem_test_rprop_other;
+CREATE FUNCTION rprop.carried(setup text, check_sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+    DROP TABLE IF EXISTS rprop.one;
+    CREATE TABLE rprop.one (d date, id int, v text) PARTITION BY RANGE (d);
+    CREATE TABLE rprop.one_p PARTITION OF rprop.one FOR VALUES FROM ('2026-11-01') TO ('2026-11-02');
+    EXECUTE replace(setup, ' p ', ' rprop.one_p ');
+    PERFORM etl_replace_partition('rprop.one', '2026-11-01', $s$SELECT '2026-11-01'::date AS d, 1 AS id, 'x' AS v$s$);
+    EXECUTE replace(check_sql, '$p', '''rprop.one_p''::regclass') INTO r;
+    RETURN r;
+END $$;
+SELECT what, rprop.carried(setup, check_sql) AS carried
+  FROM (VALUES
+    ('row security', 'ALTER TABLE p ENABLE ROW LEVEL SECURITY',
+     'SELECT relrowsecurity::text FROM pg_class WHERE oid = $p'),
+    ('forced row security', 'ALTER TABLE p FORCE ROW LEVEL SECURITY',
+     'SELECT relforcerowsecurity::text FROM pg_class WHERE oid = $p'),
+    ('a policy, row security off', 'CREATE POLICY pol ON p USING (id > 0)',
+     'SELECT string_agg(polname, '','') FROM pg_policy WHERE polrelid = $p'),
+    ('a trigger of its own', 'CREATE TRIGGER trg BEFORE INSERT ON p FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()',
+     'SELECT string_agg(tgname, '','') FROM pg_trigger WHERE tgrelid = $p AND NOT tgisinternal'),
+    ('a storage parameter', 'ALTER TABLE p SET (fillfactor = 70)',
+     'SELECT array_to_string(reloptions, '','') FROM pg_class WHERE oid = $p'),
+    ('a TOAST storage parameter', 'ALTER TABLE p SET (toast.autovacuum_enabled = false)',
+     'SELECT array_to_string(t.reloptions, '','') FROM pg_class c JOIN pg_class t ON t.oid = c.reltoastrelid WHERE c.oid = $p'),
+    ('a comment', 'COMMENT ON TABLE p IS ''the day''',
+     'SELECT obj_description($p, ''pg_class'')'),
+    ('a table grant', 'GRANT SELECT ON p TO idem_test_rprop_other',
+     'SELECT has_table_privilege(''idem_test_rprop_other'', $p, ''SELECT'')::text'),
+    ('a column grant', 'GRANT SELECT (v) ON p TO idem_test_rprop_other',
+     'SELECT has_column_privilege(''idem_test_rprop_other'', $p, ''v'', ''SELECT'')::text'),
+    ('a statistics target', 'ALTER TABLE p ALTER COLUMN v SET STATISTICS 300',
+     'SELECT attstattarget::text FROM pg_attribute WHERE attrelid = $p AND attname = ''v'''),
+    ('replica identity NOTHING', 'ALTER TABLE p REPLICA IDENTITY NOTHING',
+     'SELECT relreplident::text FROM pg_class WHERE oid = $p'),
+    ('another owner', 'ALTER TABLE p OWNER TO idem_test_rprop_other',
+     'SELECT pg_get_userbyid(relowner)::text FROM pg_class WHERE oid = $p'),
+    ('nothing', 'SELECT count(*) FROM p WHERE true',
+     'SELECT concat_ws('','', relrowsecurity, relreplident, reloptions, relacl) FROM pg_class WHERE oid = $p')
+  ) AS c(what, setup, check_sql);
+DROP TABLE rprop.one;
+
 SET client_min_messages = warning;
 DROP SCHEMA rprop CASCADE;
 DROP EXTENSION idem_etl;
+\set roles {idem_test_rprop_other}
+\i sql/include/drop_roles.sql

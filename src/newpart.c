@@ -6,13 +6,20 @@
  */
 #include "postgres.h"
 
-#include "catalog/dependency.h"
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "catalog/dependency.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_policy.h"
+#include "catalog/pg_publication.h"
 #include "catalog/pg_type.h"
+#include "commands/comment.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -188,6 +195,15 @@ add_foreign_keys(NewPart *np, TargetInfo *parent)
 	uint64		n;
 	SPITupleTable *tuptable;
 
+	/* most parents have none: then the statement is not even planned */
+	{
+		Relation	rel = table_open(parent->relid, NoLock);
+		bool		none = RelationGetFKeyList(rel) == NIL;
+
+		table_close(rel, NoLock);
+		if (none)
+			return;
+	}
 	args[0] = ObjectIdGetDatum(parent->relid);
 	sqlb_prepare_kept(&plan, "SELECT conname, pg_catalog.pg_get_constraintdef(oid)"
 						" FROM pg_catalog.pg_constraint"
@@ -307,6 +323,87 @@ static const char *const carry_sql =
 "  WHERE oid OPERATOR(pg_catalog.=) $2::pg_catalog.regclass)"
 ") carried ORDER BY n";
 
+/*
+ * Whether the old partition has anything carry_sql would carry, from its
+ * catalog entries: most partitions have none of it, and planning carry_sql
+ * takes a few ms in a new session, which is where a scheduled load runs.
+ * It errs towards carrying (any grant at all, any storage parameter, a
+ * replica identity other than the default); carry_sql decides the rest.
+ * Keep in step with carry_sql.
+ */
+static bool
+anything_to_carry(Oid old, Oid newrel)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(old));
+	Form_pg_class form;
+	Oid			owner;
+	Oid			toast;
+	Relation	rel;
+	Relation	policies;
+	ScanKeyData key;
+	SysScanDesc scan;
+	bool		carry;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", old);
+	form = (Form_pg_class) GETSTRUCT(tup);
+	owner = form->relowner;
+	toast = form->reltoastrelid;
+	carry = form->relrowsecurity || form->relforcerowsecurity ||
+		form->relreplident != REPLICA_IDENTITY_DEFAULT ||
+		!heap_attisnull(tup, Anum_pg_class_relacl, NULL) ||
+		!heap_attisnull(tup, Anum_pg_class_reloptions, NULL);
+	ReleaseSysCache(tup);
+
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(newrel));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", newrel);
+	carry |= ((Form_pg_class) GETSTRUCT(tup))->relowner != owner;
+	ReleaseSysCache(tup);
+	if (!carry && OidIsValid(toast))
+	{
+		tup = SearchSysCache1(RELOID, ObjectIdGetDatum(toast));
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for relation %u", toast);
+		carry = !heap_attisnull(tup, Anum_pg_class_reloptions, NULL);
+		ReleaseSysCache(tup);
+	}
+	if (!carry)
+		carry = GetComment(old, RelationRelationId, 0) != NULL;
+
+	/* its own triggers; column grants and statistics targets */
+	rel = table_open(old, NoLock);
+	for (int i = 0; !carry && rel->trigdesc && i < rel->trigdesc->numtriggers; i++)
+		carry = !rel->trigdesc->triggers[i].tgisinternal && !rel->trigdesc->triggers[i].tgisclone;
+	for (int i = 0; !carry && i < RelationGetDescr(rel)->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), i);
+
+		if (att->attisdropped)
+			continue;
+		carry = att->attstattarget >= 0;
+		tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(old), Int16GetDatum(att->attnum));
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for attribute %d of relation %u", att->attnum, old);
+		carry |= !heap_attisnull(tup, Anum_pg_attribute_attacl, NULL);
+		ReleaseSysCache(tup);
+	}
+	table_close(rel, NoLock);
+
+	/* policies, which exist whether row security is enabled or not */
+	if (!carry)
+	{
+		policies = table_open(PolicyRelationId, AccessShareLock);
+		ScanKeyInit(&key, Anum_pg_policy_polrelid, BTEqualStrategyNumber, F_OIDEQ,
+					ObjectIdGetDatum(old));
+		scan = systable_beginscan(policies, PolicyPolrelidPolnameIndexId, true, NULL, 1, &key);
+		carry = HeapTupleIsValid(systable_getnext(scan));
+		systable_endscan(scan);
+		table_close(policies, AccessShareLock);
+	}
+	return carry;
+}
+
 static void
 carry_properties(NewPart *np, Oid old)
 {
@@ -316,6 +413,8 @@ carry_properties(NewPart *np, Oid old)
 	uint64		n;
 	SPITupleTable *tuptable;
 
+	if (!anything_to_carry(old, np->relid))
+		return;
 	args[0] = ObjectIdGetDatum(old);
 	args[1] = CStringGetTextDatum(np->qualname);
 	args[2] = CStringGetTextDatum(psprintf(" ON %s ",
@@ -371,6 +470,9 @@ newpart_check_carryable(TargetInfo *parent, Oid partoid)
 	Datum		args[1] = {ObjectIdGetDatum(partoid)};
 	static SPIPlanPtr plan = NULL;
 
+	/* most partitions are in no publication by name: no statement then */
+	if (GetRelationPublications(partoid) == NIL)
+		return;
 	sqlb_prepare_kept(&plan, "SELECT p.pubname FROM pg_catalog.pg_publication_rel r"
 					  " JOIN pg_catalog.pg_publication p ON p.oid OPERATOR(pg_catalog.=) r.prpubid"
 					  " WHERE r.prrelid OPERATOR(pg_catalog.=) $1 ORDER BY 1 LIMIT 1",

@@ -13,8 +13,11 @@
  */
 #include "postgres.h"
 
-#include "catalog/pg_class.h"
+#include "access/genam.h"
 #include "access/nbtree.h"
+#include "access/table.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_constraint.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -22,6 +25,7 @@
 #include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
@@ -214,6 +218,31 @@ start_run(LedgerRun *run, ReplaceArgs *a, const char *value, const char *bound,
 	run->partition_bound = bound;
 }
 
+/* Whether a foreign key of another table references relid. */
+static bool
+is_referenced(Oid relid)
+{
+	Relation	constraints = table_open(ConstraintRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		found = false;
+
+	/* pg_constraint has no index on confrelid: its statement would not either */
+	ScanKeyInit(&key, Anum_pg_constraint_confrelid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(constraints, InvalidOid, false, NULL, 1, &key);
+	while (!found && HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_constraint con = (Form_pg_constraint) GETSTRUCT(tup);
+
+		found = con->contype == CONSTRAINT_FOREIGN && !OidIsValid(con->conparentid);
+	}
+	systable_endscan(scan);
+	table_close(constraints, AccessShareLock);
+	return found;
+}
+
 /*
  * Rows of other tables that reference the partition through a foreign key
  * would be left dangling: refuse before anything changes, naming the
@@ -228,6 +257,9 @@ check_referencing_rows(ReplaceArgs *a, PartSlot *slot, const char *schema)
 	SPITupleTable *tuptable;
 	static SPIPlanPtr plan = NULL;
 
+	/* most targets are referenced by no foreign key: no statement then */
+	if (!is_referenced(a->target->relid))
+		return;
 	args[0] = ObjectIdGetDatum(a->target->relid);
 	sqlb_prepare_kept(&plan, "SELECT c.conname, c.conrelid::pg_catalog.regclass::pg_catalog.text,"
 					  " pg_catalog.string_agg(pg_catalog.format('p.%I OPERATOR(%I.%s) r.%I',"
