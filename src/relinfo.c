@@ -110,10 +110,11 @@ target_open(Oid relid, AclMode mode)
 		col->writable = att->attgenerated == '\0' &&
 			att->attidentity != ATTRIBUTE_IDENTITY_ALWAYS;
 	}
+	target->has_triggers_or_rules = rel->rd_rel->relhasrules;
 	if (rel->trigdesc)
 		for (int i = 0; i < rel->trigdesc->numtriggers; i++)
 			if (!rel->trigdesc->triggers[i].tgisinternal)
-				target->has_triggers = true;
+				target->has_triggers_or_rules = true;
 	table_close(rel, NoLock);
 	return target;
 }

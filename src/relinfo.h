@@ -30,7 +30,8 @@ typedef struct TargetInfo
 	char	   *qualname;		/* quoted schema.name, for SQL */
 	int			ncolumns;
 	TargetColumn *columns;
-	bool		has_triggers;	/* triggers of its own (not constraints') */
+	bool		has_triggers_or_rules;	/* of its own (not constraints'
+										 * triggers) */
 } TargetInfo;
 
 typedef struct TargetKey

@@ -474,8 +474,9 @@ run_merge(void *arg)
  *   100-row call).  This is only done where UPDATE and ON CONFLICT DO
  *   UPDATE do the same thing to a stored row: a table without triggers of
  *   its own (ON CONFLICT fires BEFORE INSERT triggers for updated rows too)
- *   and without row security applying to the caller (ON CONFLICT checks the
- *   INSERT policies too); and only while the probe is not merge-joined,
+ *   or rules (ON CONFLICT refuses a table with rules; an UPDATE would be
+ *   rewritten), and without row security applying to the caller (ON
+ *   CONFLICT checks the INSERT policies too); and only while the probe is not merge-joined,
  *   which would make the updates come in the table's physical order rather
  *   than key order; nor for batches of fewer than UPDATE_BY_TID_KEYS keys.
  *   Elsewhere they go through INSERT ... ON CONFLICT.
@@ -538,7 +539,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 		(void) set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
 	by_tid = target->relkind == RELKIND_RELATION && nset > 0 && !probe_merge_joined &&
-		batch->nkeys >= UPDATE_BY_TID_KEYS && !target->has_triggers &&
+		batch->nkeys >= UPDATE_BY_TID_KEYS && !target->has_triggers_or_rules &&
 		check_enable_rls(target->relid, InvalidOid, true) != RLS_ENABLED;
 
 	if (target->relkind == RELKIND_RELATION && (!m.cached || by_tid))
