@@ -131,16 +131,16 @@ build_indexes(NewPart *np, Oid shape)
 
 	args[0] = ObjectIdGetDatum(shape);
 	sqlb_prepare_kept(&plan, "SELECT i.indexrelid::pg_catalog.regclass::pg_catalog.text,"
-						" pg_catalog.pg_get_indexdef(i.indexrelid), i.indisunique,"
-						" pg_catalog.pg_get_constraintdef(c.oid), c.oid IS NOT NULL,"
-						" (SELECT relname FROM pg_catalog.pg_class"
-						"  WHERE oid OPERATOR(pg_catalog.=) i.indexrelid)"
-						" FROM pg_catalog.pg_index i"
-						" LEFT JOIN pg_catalog.pg_constraint c"
-						" ON c.conindid OPERATOR(pg_catalog.=) i.indexrelid"
-						" AND c.conrelid OPERATOR(pg_catalog.=) i.indrelid"
-						" AND c.contype OPERATOR(pg_catalog.=) ANY ('{p,u,x}'::pg_catalog.\"char\"[])"
-						" WHERE i.indrelid OPERATOR(pg_catalog.=) $1 ORDER BY i.indexrelid", 1, argtypes);
+					  " pg_catalog.pg_get_indexdef(i.indexrelid), i.indisunique,"
+					  " pg_catalog.pg_get_constraintdef(c.oid), c.oid IS NOT NULL,"
+					  " (SELECT relname FROM pg_catalog.pg_class"
+					  "  WHERE oid OPERATOR(pg_catalog.=) i.indexrelid)"
+					  " FROM pg_catalog.pg_index i"
+					  " LEFT JOIN pg_catalog.pg_constraint c"
+					  " ON c.conindid OPERATOR(pg_catalog.=) i.indexrelid"
+					  " AND c.conrelid OPERATOR(pg_catalog.=) i.indrelid"
+					  " AND c.contype OPERATOR(pg_catalog.=) ANY ('{p,u,x}'::pg_catalog.\"char\"[])"
+					  " WHERE i.indrelid OPERATOR(pg_catalog.=) $1 ORDER BY i.indexrelid", 1, argtypes);
 	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "listing indexes failed");
 	n = SPI_processed;
@@ -206,9 +206,9 @@ add_foreign_keys(NewPart *np, TargetInfo *parent)
 	}
 	args[0] = ObjectIdGetDatum(parent->relid);
 	sqlb_prepare_kept(&plan, "SELECT conname, pg_catalog.pg_get_constraintdef(oid)"
-						" FROM pg_catalog.pg_constraint"
-						" WHERE conrelid OPERATOR(pg_catalog.=) $1"
-						" AND contype OPERATOR(pg_catalog.=) 'f' ORDER BY oid", 1, argtypes);
+					  " FROM pg_catalog.pg_constraint"
+					  " WHERE conrelid OPERATOR(pg_catalog.=) $1"
+					  " AND contype OPERATOR(pg_catalog.=) 'f' ORDER BY oid", 1, argtypes);
 	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "listing foreign keys failed");
 	n = SPI_processed;
