@@ -7,7 +7,8 @@
 -- whose values are TOASTed themselves; defaults, a volatile one among them
 -- (then rows are written one at a time), stored generated columns and a
 -- domain; an UNLOGGED partition; the same fingerprint as the staged path
--- of etl_replace_partitions for the same rows, and as a rerun's.  Errors of
+-- of etl_replace_partitions for the same rows, and as a rerun's; and
+-- etl_replace_partitions loading its partitions the same way.  Errors of
 -- constraints keep INSERT's SQLSTATE, message and detail (replace_validate).
 --
 SET client_min_messages = warning;
@@ -64,6 +65,18 @@ SELECT partition_table, rows_loaded, skipped
   FROM etl_replace_partitions('rbulk.t', 'TABLE rbulk.src', run_key => 'a');
 SELECT count(DISTINCT fingerprint) AS fingerprints FROM idem_etl.runs
  WHERE target = 'rbulk.t' AND run_key = 'a';
+
+-- etl_replace_partitions writes each partition's rows the same way, from
+-- the staged batch: two days, each with a TOASTed value
+SELECT partition_table, rows_loaded, skipped
+  FROM etl_replace_partitions('rbulk.t',
+    $$SELECT d, id, qty, payload FROM rbulk.src WHERE id <= 1200
+      UNION ALL SELECT '2026-11-29', id, qty, payload FROM rbulk.src WHERE id > 1200$$)
+ ORDER BY 1;
+SELECT tableoid::regclass AS p, count(*) AS n, sum(qty) AS qty, sum(plen) AS plen,
+       count(DISTINCT serial) AS serials, count(*) FILTER (WHERE status = 'new') AS status_default,
+       bool_and(payload = (SELECT s.payload FROM rbulk.src s WHERE s.id = t.id)) AS payloads_equal
+  FROM rbulk.t t GROUP BY 1 ORDER BY 1;
 
 -- a value the domain refuses: 23514, nothing changed
 SELECT count(*) AS runs_before FROM idem_etl.runs \gset

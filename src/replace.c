@@ -376,30 +376,21 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 		target_check_row_security(slot->partoid);
 		newpart_check_carryable(a->target, slot->partoid);
 	}
-	initStringInfo(&extra_cols);
-	initStringInfo(&extra_vals);
-	newpart_identity(a->target, &loaded, &extra_cols, &extra_vals);
-
 	if (g != NULL)
 	{
-		StagedRel  *rows;
-
 		run.batch_rows = nrows;
 		run.fingerprint = fingerprint;
 		if (same_as_prior(a, slot->value, slot->bound_sql, &run))
 		{
-			(void) stage_next_group(g, false, "part");
+			(void) stage_next_group(g, a->target, InvalidOid);
 			run.skipped = true;
 			r->partition = slot->partoid;
 			r->skipped = true;
 			r->run_id = ledger_record(&run);
 			return;
 		}
-		rows = stage_next_group(g, true, "part");
 		np = newpart_create(a->target, a->pk, slot);
-		loaded.nrows = load_staged(np, &loaded, extra_cols.data, extra_vals.data,
-								   rows->name, NULL);
-		stage_drop(rows);
+		loaded.nrows = stage_next_group(g, a->target, np->relid);
 	}
 	else if (a->condition)
 	{
@@ -420,6 +411,9 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 		}
 		/* etl_replace_where: the source's rows of this partition ... */
 		np = newpart_create(a->target, a->pk, slot);
+		initStringInfo(&extra_cols);
+		initStringInfo(&extra_vals);
+		newpart_identity(a->target, &loaded, &extra_cols, &extra_vals);
 		loaded.nrows = load_staged(np, &loaded, extra_cols.data, extra_vals.data,
 								   a->stage->name, slot->check_sql);
 		/* ... and its rows the condition does not cover, carried over */

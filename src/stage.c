@@ -1071,45 +1071,32 @@ stage_groups(StagedRel *sorted, StageRun *runs, int nruns, const int *group_of,
 }
 
 /*
- * The rows of the next group, as a staged relation of their own (registered
- * under a name made of purpose; stage_drop it when done).  Groups come in
- * order; skipped groups (keep == false) are read past and NULL returned.
+ * The rows of the next group, loaded into table into, a new partition of
+ * target (bulkload.c), or with into invalid read past (a skipped group).
+ * Groups come in order.  Returns the number of rows.
  */
-StagedRel *
-stage_next_group(StageGroups *g, bool keep, const char *purpose)
+int64
+stage_next_group(StageGroups *g, TargetInfo *target, Oid into)
 {
-	StagedRel  *rel = NULL;
 	int64		n = g->rows[g->next++];
+	BulkLoad   *bl = OidIsValid(into) ? bulkload_begin(into, target->relid, g->from->desc) : NULL;
 
-	if (keep)
-		rel = stage_register(purpose, g->from->desc);
 	for (int64 i = 0; i < n; i++)
 	{
+		TupleTableSlot *slot = g->sort ? g->sortslot : g->slot;
+
 		CHECK_FOR_INTERRUPTS();
-		if (g->sort)
-		{
-			if (!tuplesort_gettupleslot(g->sort, true, false, g->sortslot, NULL))
-				elog(ERROR, "regrouped rows ended early");
-			if (!keep)
-				continue;
-			slot_getallattrs(g->sortslot);
-			tuplestore_putvalues(rel->store, rel->desc, g->sortslot->tts_values,
-								 g->sortslot->tts_isnull);
-		}
-		else
-		{
-			if (!tuplestore_gettupleslot(g->from->store, true, false, g->slot))
-				elog(ERROR, "staged rows ended early");
-			if (keep)
-				tuplestore_puttupleslot(rel->store, g->slot);
-		}
+		if (g->sort ? !tuplesort_gettupleslot(g->sort, true, false, slot, NULL) :
+			!tuplestore_gettupleslot(g->from->store, true, false, slot))
+			elog(ERROR, "staged rows ended early");
+		if (bl == NULL)
+			continue;
+		slot_getallattrs(slot);
+		bulkload_put(bl, slot->tts_values, slot->tts_isnull);
 	}
-	if (keep)
-	{
-		rel->nrows = n;
-		stage_publish(rel);
-	}
-	return rel;
+	if (bl)
+		bulkload_end(bl);
+	return n;
 }
 
 /*

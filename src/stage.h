@@ -84,7 +84,7 @@ extern StageRun *stage_runs(StagedRel *sorted, AttrNumber att, FmgrInfo *cmp,
 							Oid collation, int *nruns);
 extern StageGroups *stage_groups(StagedRel *sorted, StageRun *runs, int nruns,
 								 const int *group_of, int ngroups);
-extern StagedRel *stage_next_group(StageGroups *g, bool keep, const char *purpose);
+extern int64 stage_next_group(StageGroups *g, TargetInfo *target, Oid into);
 extern StagedRel *stage_select_runs(StagedRel *sorted, StageRun *runs, int nruns,
 									 const bool *take, const char *purpose);
 extern void stage_groups_end(StageGroups *g);
