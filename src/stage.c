@@ -1,7 +1,8 @@
 /*
  * stage.c
- *		Staging a batch: the source query, evaluated once, into a temporary
- *		table with the target's column types; and its fingerprint.
+ *		Staging a batch: the source query, evaluated once, into a tuplestore
+ *		with the target's column types, or straight into a new partition
+ *		(bulkload.c); and its fingerprint, gathered on the way.
  *
  * Staging is what lets the rest of the operation look at the batch as often
  * as it needs (null keys, duplicates, changed rows) while the source runs only
