@@ -823,7 +823,6 @@ run_source(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
 		collapse_end(r.collapse);
 
 	hashes_end(&r.hashes, stage);
-	stage->hashed_key = key;
 	if (r.into)
 	{
 		bulkload_end(r.into);

@@ -41,7 +41,6 @@ typedef struct Stage
 
 	/* Filled by stage_load: the rows' hashes, summed ... */
 	uint64		sum[2];
-	TargetKey  *hashed_key;		/* stage_load's key */
 	/* ... and for the key checks of dedup.c: */
 	int64		null_key_rows;	/* rows with a NULL in a key column */
 	int64		nkey_hashes;	/* one hash per non-NULL key: */
