@@ -2,7 +2,9 @@
 -- upsert_by_tid: stored rows updated through the tuple identifier the probe
 -- found (issue 11, item 3).  On a plain table without triggers or rules of
 -- its own and without row security applying to the caller, a batch of 100
--- keys or more updates the rows the probe found by their ctid: the key
+-- keys or more updates the rows the probe found by their ctid (and inserts
+-- the absent ones with a plain INSERT, see upsert_concurrent_writers.spec
+-- for a key inserted meanwhile): the key
 -- index is descended once per row (the probe), where INSERT ... ON CONFLICT
 -- descends it again and locks the row first.  Elsewhere the rows go through
 -- ON CONFLICT, whose BEFORE INSERT triggers and INSERT policies apply to
@@ -46,8 +48,8 @@ CREATE TABLE tid.t (id int PRIMARY KEY, v text, n int);
 \set idx tid.t_pkey
 INSERT INTO tid.t SELECT g, 'old', 0 FROM generate_series(1, 300) AS g;
 
--- 300 keys: 200 stored (updated by ctid), 100 absent (ON CONFLICT): 300
--- probes + 100 checks
+-- 300 keys: 200 stored (updated by ctid), 100 absent (a plain INSERT, under
+-- a savepoint): 300 probes and no second check
 SELECT * FROM tid.run(:'idx', $$etl_upsert_batch('tid.t', 'SELECT g AS id, ''new'' AS v, 1 AS n FROM generate_series(101, 400) AS g')$$);
 SELECT tid.summary('tid.t');
 

@@ -437,13 +437,16 @@ typedef struct MergeRun
 #define MERGE_CACHED_KEYS 1000
 
 /*
- * Batches of fewer keys than this do not update stored rows by tuple
- * identifier (merge_batch): the larger statement that takes costs more to
- * start than the updates save.  Measured on 1M rows, nearly every row
- * changed: 1-row calls 0.26 ms in one statement against 0.31 ms, 100 rows
- * 0.92 against 0.91 ms, 1,000 rows 6.0 against 5.4 ms.
+ * Batches of fewer keys than this merge in one INSERT ... ON CONFLICT
+ * (merge_batch): the larger statement that updates stored rows by tuple
+ * identifier, and the savepoint that a plain INSERT of absent rows needs,
+ * cost more to start than they save.  Measured on 1M rows, nearly every
+ * row changed: 1-row calls 0.26 ms in one statement against 0.31 ms, 100
+ * rows 0.92 against 0.91 ms, 1,000 rows 6.0 against 5.4 ms.  With 1,000
+ * keys of which half are new, the plain INSERT takes 4.2 ms against 5.1 ms
+ * with ON CONFLICT (MERGE: 3.3 ms).
  */
-#define UPDATE_BY_TID_KEYS 100
+#define TWO_STATEMENT_KEYS 100
 
 static void
 run_merge(void *arg)
@@ -465,8 +468,9 @@ run_merge(void *arg)
  * deadlock.  The writes' own WHERE repeats the newer_column rule for rows
  * that changed concurrently.
  *
- * On a plain table, the rows the probe found stored and the rows it found
- * absent are written by two statements of one query, in that order:
+ * On a plain table, in a batch of TWO_STATEMENT_KEYS keys or more, the rows
+ * the probe found stored and the rows it found absent are written by two
+ * statements of one query, in that order:
  *
  * - Stored rows are updated through the tuple identifier the probe found
  *   (append_update): no second descent of the key index and no separate
@@ -478,25 +482,22 @@ run_merge(void *arg)
  *   rewritten), and without row security applying to the caller (ON
  *   CONFLICT checks the INSERT policies too); and only while the probe is not merge-joined,
  *   which would make the updates come in the table's physical order rather
- *   than key order; nor for batches of fewer than UPDATE_BY_TID_KEYS keys.
- *   Elsewhere they go through INSERT ... ON CONFLICT.
+ *   than key order.  Elsewhere they go through INSERT ... ON CONFLICT.
  *   A row that another transaction updated or deleted since the probe read
  *   it is not updated (the identifier no longer names its current version);
  *   the rows so missed are written by the whole merge run again, which
  *   finds them afresh, with ON CONFLICT.
- * - Absent rows of a batch of more than MERGE_CACHED_KEYS keys are written
- *   by a plain INSERT: a speculative insertion probes the index once more,
- *   and WAL-logs a confirmation, per row.  A key inserted by another
- *   transaction since the probe makes it fail with a unique violation:
- *   then the whole merge is rolled back to a savepoint and done again with
- *   ON CONFLICT for every row.  Smaller batches insert with ON CONFLICT: on
- *   a few rows the savepoint costs more than it saves (1-row calls: 0.26 ms
- *   against 0.31 ms).
+ * - Absent rows are written by a plain INSERT: a speculative insertion
+ *   probes the index once more, takes a speculative-insertion lock and
+ *   WAL-logs a confirmation, per row (a fifth of a 1,000-key merge).  A key
+ *   inserted by another transaction since the probe makes it fail with a
+ *   unique violation: then the whole merge is rolled back to a savepoint
+ *   and done again with ON CONFLICT for every row.
  *
- * A small batch that cannot take the updates by identifier is written by
- * one INSERT ... ON CONFLICT, as are partitioned targets (their inserts are
- * counted by xmin, see count_partitioned_inserts, which a subtransaction
- * would change).  Small batches merge through kept plans.
+ * Smaller batches are written by one INSERT ... ON CONFLICT, as are
+ * partitioned targets (their inserts are counted by xmin, see
+ * count_partitioned_inserts, which a subtransaction would change).  Batches
+ * of up to MERGE_CACHED_KEYS keys merge through kept plans.
  */
 static void
 merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
@@ -511,6 +512,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	char	   *newer_ge = newer_column ?
 		newer_ge_operator(target_column(target, newer_column)) : NULL;
 	bool		probe_merge_joined;
+	bool		two_statements;
 	bool		by_tid;
 	bool		done = false;
 
@@ -538,12 +540,15 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	if (!probe_merge_joined)
 		(void) set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
-	by_tid = target->relkind == RELKIND_RELATION && nset > 0 && !probe_merge_joined &&
-		batch->nkeys >= UPDATE_BY_TID_KEYS && !target->has_triggers_or_rules &&
+	two_statements = target->relkind == RELKIND_RELATION &&
+		batch->nkeys >= TWO_STATEMENT_KEYS;
+	by_tid = two_statements && nset > 0 && !probe_merge_joined &&
+		!target->has_triggers_or_rules &&
 		check_enable_rls(target->relid, InvalidOid, true) != RLS_ENABLED;
 
-	if (target->relkind == RELKIND_RELATION && (!m.cached || by_tid))
+	if (two_statements)
 	{
+		ErrorData  *failure;
 		const char *tid = target_alias(target, "idem_tid");
 
 		initStringInfo(&sql);
@@ -564,8 +569,8 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 		}
 		appendStringInfoString(&sql, "), idem_new AS (");
 		append_insert(&sql, target, stage, keys.data, setcols, nset, newer_column,
-					  newer_ge, psprintf("%s IS NULL", tid), !m.cached, true);
-		appendStringInfo(&sql, " RETURNING %s AS idem_etl_inserted)"
+					  newer_ge, psprintf("%s IS NULL", tid), true, true);
+		appendStringInfo(&sql, " RETURNING true AS idem_etl_inserted)"
 						 " SELECT s.n OPERATOR(pg_catalog.+) i.n, s.ins OPERATOR(pg_catalog.+) i.ins,"
 						 " (SELECT pg_catalog.count(*)::pg_catalog.int8 FROM idem_delta WHERE %s IS NOT NULL)"
 						 " OPERATOR(pg_catalog.-) s.n"
@@ -575,25 +580,15 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 						 " (SELECT pg_catalog.count(*)::pg_catalog.int8 AS n,"
 						 " pg_catalog.count(*) FILTER (WHERE idem_etl_inserted)::pg_catalog.int8 AS ins"
 						 " FROM idem_new) i",
-						 m.cached ? "t.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid" : "true",
 						 tid);
 		m.sql = sql.data;
-		if (m.cached)
-		{
-			run_merge(&m);
+		failure = sqlb_try(run_merge, &m);
+		if (failure == NULL)
 			done = true;
-		}
+		else if (failure->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
+			ReThrowError(failure);
 		else
-		{
-			ErrorData  *failure = sqlb_try(run_merge, &m);
-
-			if (failure == NULL)
-				done = true;
-			else if (failure->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
-				ReThrowError(failure);
-			else
-				FreeErrorData(failure);
-		}
+			FreeErrorData(failure);
 	}
 	if (!done || (by_tid && m.missed > 0))
 	{
