@@ -51,6 +51,7 @@ struct BulkLoad
 	int			max_rows;		/* 1 with a volatile default: it may read
 								 * what the rows before wrote */
 	MemoryContext cxt;			/* of bulkload_begin's caller */
+	TupleDesc	slotdesc;		/* of the slots: see bulkload_begin */
 	TupleTableSlot **slots;		/* the rows buffered, materialized */
 	int			nbuffered;
 	Size		nbytes;
@@ -164,6 +165,14 @@ bulkload_begin(Oid into, Oid defaults_from, TupleDesc rowdesc)
 	ExecInitResultRelation(bl->estate, bl->rri, 1);
 
 	bl->cxt = CurrentMemoryContext;
+
+	/*
+	 * The slots hold rows of rel's shape, but a copy of its descriptor,
+	 * which is not reference-counted: a slot on the relation's own would
+	 * register with the resource owner, and releasing a thousand such
+	 * registrations cost more than a tenth of a millisecond per call.
+	 */
+	bl->slotdesc = CreateTupleDescCopy(desc);
 	bl->slots = palloc0(sizeof(TupleTableSlot *) * bl->max_rows);
 	bl->cid = GetCurrentCommandId(true);
 	if (rel->rd_createSubid != InvalidSubTransactionId ||
@@ -202,7 +211,8 @@ bulkload_put(BulkLoad *bl, Datum *values, bool *isnull)
 	{
 		MemoryContext oldcxt = MemoryContextSwitchTo(bl->cxt);
 
-		bl->slots[bl->nbuffered] = table_slot_create(bl->rel, NULL);
+		bl->slots[bl->nbuffered] = MakeSingleTupleTableSlot(bl->slotdesc,
+															table_slot_callbacks(bl->rel));
 		MemoryContextSwitchTo(oldcxt);
 	}
 	slot = bl->slots[bl->nbuffered];
