@@ -12,6 +12,7 @@
 #include "access/table.h"
 #include "catalog/dependency.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_policy.h"
 #include "catalog/pg_publication.h"
 #include "catalog/pg_type.h"
@@ -119,49 +120,45 @@ newpart_bound(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot)
 static void
 build_indexes(NewPart *np, Oid shape)
 {
-	Oid			argtypes[1] = {OIDOID};
-	Datum		args[1];
-	static SPIPlanPtr plan = NULL;
-	uint64		n;
-	SPITupleTable *tuptable;
+	Relation	rel = table_open(shape, AccessShareLock);
+	List	   *indexes = RelationGetIndexList(rel);	/* in OID order */
+	ListCell   *lc;
 	char	   *prefix_plain;
 	char	   *prefix_only;
-	const char *shapename = quote_qualified_identifier(get_namespace_name(get_rel_namespace(shape)),
-													   get_rel_name(shape));
+	const char *shapename = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+													   RelationGetRelationName(rel));
 
-	args[0] = ObjectIdGetDatum(shape);
-	sqlb_prepare_kept(&plan, "SELECT i.indexrelid::pg_catalog.regclass::pg_catalog.text,"
-					  " pg_catalog.pg_get_indexdef(i.indexrelid), i.indisunique,"
-					  " pg_catalog.pg_get_constraintdef(c.oid), c.oid IS NOT NULL,"
-					  " (SELECT relname FROM pg_catalog.pg_class"
-					  "  WHERE oid OPERATOR(pg_catalog.=) i.indexrelid)"
-					  " FROM pg_catalog.pg_index i"
-					  " LEFT JOIN pg_catalog.pg_constraint c"
-					  " ON c.conindid OPERATOR(pg_catalog.=) i.indexrelid"
-					  " AND c.conrelid OPERATOR(pg_catalog.=) i.indrelid"
-					  " AND c.contype OPERATOR(pg_catalog.=) ANY ('{p,u,x}'::pg_catalog.\"char\"[])"
-					  " WHERE i.indrelid OPERATOR(pg_catalog.=) $1 ORDER BY i.indexrelid", 1, argtypes);
-	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "listing indexes failed");
-	n = SPI_processed;
-	tuptable = SPI_tuptable;
+	table_close(rel, NoLock);
 
-	for (uint64 i = 0; i < n; i++)
+	/*
+	 * Read from the catalogs rather than by a query: planning one cost a
+	 * third of a millisecond in each new session.
+	 */
+	foreach(lc, indexes)
 	{
-		HeapTuple	tup = tuptable->vals[i];
-		TupleDesc	desc = tuptable->tupdesc;
-		bool		isnull;
-		bool		unique = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
-		bool		is_constraint = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
-		char	   *def = SPI_getvalue(tup, desc, 2);
-		const char *idxname = quote_identifier(SPI_getvalue(tup, desc, 6));
+		Oid			indexoid = lfirst_oid(lc);
+		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(indexoid));
+		bool		unique;
+		Oid			constraint = get_index_constraint(indexoid);
+		char	   *def;
+		const char *idxname;
+
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for index %u", indexoid);
+		unique = ((Form_pg_index) GETSTRUCT(tup))->indisunique;
+		ReleaseSysCache(tup);
 
 		CHECK_FOR_INTERRUPTS();
-		if (is_constraint)
+		if (OidIsValid(constraint))
 		{
-			sqlb_exec(psprintf("ALTER TABLE %s ADD %s", np->qualname, SPI_getvalue(tup, desc, 4)));
+			def = text_to_cstring(DatumGetTextPP(DirectFunctionCall1(pg_get_constraintdef,
+																	 ObjectIdGetDatum(constraint))));
+			sqlb_exec(psprintf("ALTER TABLE %s ADD %s", np->qualname, def));
 			continue;
 		}
+		def = text_to_cstring(DatumGetTextPP(DirectFunctionCall1(pg_get_indexdef,
+																 ObjectIdGetDatum(indexoid))));
+		idxname = quote_identifier(get_rel_name(indexoid));
 
 		/*
 		 * pg_get_indexdef says "CREATE [UNIQUE] INDEX name ON [ONLY] table

@@ -17,10 +17,11 @@
  */
 #include "postgres.h"
 
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/dependency.h"
 #include "catalog/pg_class.h"
-#include "catalog/pg_type.h"
-#include "executor/spi.h"
+#include "commands/defrem.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
@@ -35,42 +36,43 @@
 #include "swap.h"
 
 /*
- * Rename the indexes of a table whose names start with from (the table's
- * former name, as CREATE INDEX and ADD CONSTRAINT named them) to start with
- * to instead, so that a swapped-in partition's indexes are named after it.
- * A name already taken elsewhere is left as it is.
+ * Rename the indexes of table (in namespace nspid, schema quoted) whose
+ * names start with from (the table's former name, as CREATE INDEX and ADD
+ * CONSTRAINT named them), so that a swapped-in partition's indexes are named
+ * after it: "<from>_<label>" becomes what CREATE INDEX would name it on a
+ * table named to (ChooseRelationName: to shortened to keep the label within
+ * 63 bytes, never inside a character, and a number added to the label if
+ * the name is taken).  This runs under the parent's lock, so it reads the
+ * catalogs rather than planning a query (a third of a millisecond in a new
+ * session).
  */
 static void
-rename_indexes(const char *schema, const char *table, const char *from, const char *to)
+rename_indexes(Oid nspid, const char *schema, const char *table, const char *from,
+			   const char *to)
 {
-	Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
-	Datum		args[3];
-	uint64		n;
-	SPITupleTable *tuptable;
-	static SPIPlanPtr plan = NULL;
+	Oid			relid = get_relname_relid(table, nspid);
+	Relation	rel;
+	List	   *indexes;
+	ListCell   *lc;
+	size_t		fromlen = strlen(from);
 
-	args[0] = CStringGetTextDatum(psprintf("%s.%s", schema, quote_identifier(table)));
-	args[1] = CStringGetTextDatum(from);
-	args[2] = CStringGetTextDatum(to);
-	sqlb_prepare_kept(&plan, "SELECT pg_catalog.quote_ident(c.relname), pg_catalog.quote_ident(n.name)"
-					  " FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c"
-					  " ON c.oid OPERATOR(pg_catalog.=) i.indexrelid,"
-					  " LATERAL (SELECT pg_catalog.left(pg_catalog.concat($3, pg_catalog.substr(c.relname,"
-					  "  pg_catalog.length($2) OPERATOR(pg_catalog.+) 1)), 63)::pg_catalog.name AS name) n"
-					  " WHERE i.indrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass"
-					  " AND pg_catalog.starts_with(c.relname, $2)"
-					  " AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class o"
-					  "  WHERE o.relnamespace OPERATOR(pg_catalog.=) c.relnamespace"
-					  "  AND o.relname OPERATOR(pg_catalog.=) n.name)",
-					  3, argtypes);
-	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "listing the indexes to rename failed");
-	n = SPI_processed;
-	tuptable = SPI_tuptable;
-	for (uint64 i = 0; i < n; i++)
-		sqlb_exec(psprintf("ALTER INDEX %s.%s RENAME TO %s", schema,
-						   SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 1),
-						   SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 2)));
+	if (!OidIsValid(relid))
+		elog(ERROR, "relation \"%s\" not found", table);
+	rel = table_open(relid, AccessExclusiveLock);	/* held since its rename */
+	indexes = RelationGetIndexList(rel);
+	table_close(rel, NoLock);
+	foreach(lc, indexes)
+	{
+		Oid			indexoid = lfirst_oid(lc);
+		char	   *name = get_rel_name(indexoid);
+
+		if (name == NULL || strncmp(name, from, fromlen) != 0 ||
+			name[fromlen] != '_' || name[fromlen + 1] == '\0')
+			continue;
+		sqlb_exec(psprintf("ALTER INDEX %s.%s RENAME TO %s", schema, quote_identifier(name),
+						   quote_identifier(ChooseRelationName(to, NULL, name + fromlen + 1, nspid,
+															   OidIsValid(get_index_constraint(indexoid))))));
+	}
 }
 
 /*
@@ -108,6 +110,7 @@ swap_once(void *arg)
 {
 	const SwapSpec *s = (const SwapSpec *) arg;
 	const char *final_qual = psprintf("%s.%s", s->schema, quote_identifier(s->final_name));
+	Oid			nspid = get_rel_namespace(s->parent->relid);
 	int			nestlevel = sqlb_pin_search_path();
 
 	(void) set_config_option("lock_timeout", psprintf("%d", idem_lock_timeout),
@@ -124,7 +127,7 @@ swap_once(void *arg)
 		{
 			sqlb_exec(psprintf("ALTER TABLE %s RENAME TO %s", old_qual,
 							   quote_identifier(s->keep_name)));
-			rename_indexes(s->schema, s->keep_name, s->old_name, s->keep_name);
+			rename_indexes(nspid, s->schema, s->keep_name, s->old_name, s->keep_name);
 		}
 		else
 			sqlb_exec(psprintf("DROP TABLE %s", old_qual));
@@ -132,7 +135,7 @@ swap_once(void *arg)
 	progress_phase("swapping", -1);
 	sqlb_exec(psprintf("ALTER TABLE %s.%s RENAME TO %s", s->schema,
 					   quote_identifier(s->new_name), quote_identifier(s->final_name)));
-	rename_indexes(s->schema, s->final_name, s->new_name, s->final_name);
+	rename_indexes(nspid, s->schema, s->final_name, s->new_name, s->final_name);
 	sqlb_exec(psprintf("ALTER TABLE %s ATTACH PARTITION %s %s", s->parent->qualname,
 					   final_qual, s->bound_sql));
 	sqlb_exec(psprintf("ALTER TABLE %s DROP CONSTRAINT idem_etl_bound", final_qual));
