@@ -85,6 +85,36 @@ SELECT * FROM tid.run(:'idx', $$etl_upsert_batch('tid.trig', 'SELECT g AS id, ''
 SELECT tid.summary('tid.trig');
 
 --
+-- statement-level triggers with transition tables: the merge's statements
+-- are one query, whose statements writing the same table share their
+-- transition tables and fire each statement trigger once.  So a batch of
+-- 99 keys (one INSERT ... ON CONFLICT) and one of 150 (a plain INSERT of
+-- the absent rows beside the ON CONFLICT of the stored ones) both fire the
+-- INSERT and the UPDATE trigger once, each seeing every row the call
+-- inserted or updated
+--
+CREATE TABLE tid.stmt (id int PRIMARY KEY, v text);
+CREATE TABLE tid.stmt_log (call text, op text, n bigint);
+INSERT INTO tid.stmt SELECT g, 'old' FROM generate_series(1, 100) AS g;
+CREATE FUNCTION tid.log_stmt() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO tid.stmt_log SELECT current_setting('tid.call'), TG_OP, count(*) FROM changed;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER log_ins AFTER INSERT ON tid.stmt REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION tid.log_stmt();
+CREATE TRIGGER log_upd AFTER UPDATE ON tid.stmt REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION tid.log_stmt();
+SET tid.call = '99 keys';
+SELECT inserted, updated, unchanged
+  FROM etl_upsert_batch('tid.stmt', 'SELECT g AS id, ''a'' AS v FROM generate_series(51, 149) AS g');
+SET tid.call = '150 keys';
+SELECT inserted, updated, unchanged
+  FROM etl_upsert_batch('tid.stmt', 'SELECT g AS id, ''b'' AS v FROM generate_series(101, 250) AS g');
+RESET tid.call;
+SELECT * FROM tid.stmt_log ORDER BY call DESC, op;
+
+--
 -- rules: ON CONFLICT refuses a table with rules (0A000), whatever the batch
 --
 CREATE TABLE tid.ruled (id int PRIMARY KEY, v text);
