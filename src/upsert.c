@@ -570,16 +570,15 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 		appendStringInfoString(&sql, "), idem_new AS (");
 		append_insert(&sql, target, stage, keys.data, setcols, nset, newer_column,
 					  newer_ge, psprintf("%s IS NULL", tid), true, true);
-		appendStringInfo(&sql, " RETURNING true AS idem_etl_inserted)"
-						 " SELECT s.n OPERATOR(pg_catalog.+) i.n, s.ins OPERATOR(pg_catalog.+) i.ins,"
+		/* every row of the plain INSERT is an inserted one */
+		appendStringInfo(&sql, " RETURNING 1)"
+						 " SELECT s.n OPERATOR(pg_catalog.+) i.n, s.ins OPERATOR(pg_catalog.+) i.n,"
 						 " (SELECT pg_catalog.count(*)::pg_catalog.int8 FROM idem_delta WHERE %s IS NOT NULL)"
 						 " OPERATOR(pg_catalog.-) s.n"
 						 " FROM (SELECT pg_catalog.count(*)::pg_catalog.int8 AS n,"
 						 " pg_catalog.count(*) FILTER (WHERE idem_etl_inserted)::pg_catalog.int8 AS ins"
 						 " FROM idem_stored) s,"
-						 " (SELECT pg_catalog.count(*)::pg_catalog.int8 AS n,"
-						 " pg_catalog.count(*) FILTER (WHERE idem_etl_inserted)::pg_catalog.int8 AS ins"
-						 " FROM idem_new) i",
+						 " (SELECT pg_catalog.count(*)::pg_catalog.int8 AS n FROM idem_new) i",
 						 tid);
 		m.sql = sql.data;
 		failure = sqlb_try(run_merge, &m);
