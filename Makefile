@@ -8,6 +8,7 @@ OBJS = \
 	src/sql_build.o \
 	src/relinfo.o \
 	src/stage.o \
+	src/keycheck.o \
 	src/bulkload.o \
 	src/collapse.o \
 	src/ordering.o \

@@ -141,6 +141,32 @@ SELECT count(*) FILTER (WHERE v = 'w' || (id + 2) AND ts = 2) AS newest, count(*
 -- one key with differing rows among 20,000: 21000
 SELECT * FROM dups.err($$SELECT * FROM etl_upsert_batch('dups.big',
     'SELECT g AS id, ''w'' || (g + 2) AS v, 2 AS ts FROM generate_series(1, 20000) g UNION ALL SELECT 777, ''other'', 2')$$);
+-- Beyond work_mem the key hashes go to temporary files by their top bits
+-- (4 files at 64kB); a file of more than 8,192 is split again by the next
+-- bits.  100,000 distinct keys: every file is split once.
+CREATE TABLE dups.huge (id int PRIMARY KEY, v text, ts int);
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.huge',
+    'SELECT g AS id, ''h'' || g AS v, 1 AS ts FROM generate_series(1, 100000) g');
+-- one differing duplicate among them, last: found in a split file, 21000
+SELECT * FROM dups.err($$SELECT * FROM etl_upsert_batch('dups.huge',
+    'SELECT g AS id, ''h'' || g AS v, 1 AS ts FROM generate_series(1, 100000) g UNION ALL SELECT 99999, ''other'', 1')$$);
+-- 10,000 rows of one key after 20,000 others: its file is split down to the
+-- last bit and still holds them all; exact copies are one row
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.huge',
+    $$SELECT g AS id, 'i' || g AS v, 1 AS ts FROM generate_series(1, 20000) g
+      UNION ALL SELECT 5, 'i5', 1 FROM generate_series(1, 10000)$$);
+SELECT id, v FROM dups.huge WHERE id IN (5, 6) ORDER BY id;
+-- and one of them differing: 21000
+SELECT * FROM dups.err($$SELECT * FROM etl_upsert_batch('dups.huge',
+    $q$SELECT g AS id, 'i' || g AS v, 1 AS ts FROM generate_series(1, 20000) g
+       UNION ALL SELECT 5, 'i5', 1 FROM generate_series(1, 10000)
+       UNION ALL SELECT 5, 'j5', 1$q$)$$);
+-- A run skipped by its run_key never checks its keys: their files are
+-- closed all the same, without "temporary file leak" warnings.
+SELECT inserted, skipped FROM etl_upsert_batch('dups.huge',
+    'SELECT g AS id, ''k'' || g AS v, 1 AS ts FROM generate_series(1, 20000) g', run_key => 'spilled');
+SELECT inserted, skipped FROM etl_upsert_batch('dups.huge',
+    'SELECT g AS id, ''k'' || g AS v, 1 AS ts FROM generate_series(1, 20000) g', run_key => 'spilled');
 RESET work_mem;
 
 --

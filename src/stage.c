@@ -40,6 +40,7 @@
 
 #include "bulkload.h"
 #include "collapse.h"
+#include "keycheck.h"
 #include "progress.h"
 #include "sql_build.h"
 #include "stage.h"
@@ -437,46 +438,6 @@ hash_row(TupleDesc desc, Datum *values, bool *isnull, const AttrNumber *atts,
 }
 
 /*
- * Key hashes are sorted with the comparison inlined (sort_template.h, as
- * PostgreSQL sorts its own arrays of integers): a call of qsort's comparison
- * function per step took most of the check's time.
- */
-#if PG_VERSION_NUM >= 140000
-#define ST_SORT sort_key_hashes
-#define ST_ELEMENT_TYPE uint64
-#define ST_COMPARE(a, b) ((*(a) > *(b)) - (*(a) < *(b)))
-#define ST_SCOPE static
-#define ST_DEFINE
-#include "lib/sort_template.h"
-#else
-static int
-cmp_uint64(const void *a, const void *b)
-{
-	uint64		x = *(const uint64 *) a;
-	uint64		y = *(const uint64 *) b;
-
-	return (x > y) - (x < y);
-}
-
-static void
-sort_key_hashes(uint64 *hashes, size_t n)
-{
-	qsort(hashes, n, sizeof(uint64), cmp_uint64);
-}
-#endif
-
-/* Sorts hashes; true when no two are equal. */
-static bool
-hashes_distinct(uint64 *hashes, int64 n)
-{
-	sort_key_hashes(hashes, n);
-	for (int64 i = 1; i < n; i++)
-		if (hashes[i] == hashes[i - 1])
-			return false;
-	return true;
-}
-
-/*
  * What running the source gathers (see run_source), row by row, as the rows
  * are staged (stage_receive).
  */
@@ -489,13 +450,7 @@ typedef struct BatchHashes
 	KeyHasher  *kh;
 	uint64		sum[2];
 	int64		null_key_rows;
-	uint64	   *key_hashes;		/* while they fit in work_mem ... */
-	int64		capacity;		/* (of key_hashes) */
-	int64		max_key_hashes;
-	Tuplesortstate *key_hash_sort;	/* ... then a sort that spills */
-	bool		key_hashes_equal;	/* two equal ones seen: no more kept */
-	int64		nkey_hashes;
-	MemoryContext cxt;			/* of the caller of hashes_begin */
+	KeyCheck   *keys;			/* the non-NULL keys' hashes */
 } BatchHashes;
 
 static void
@@ -506,13 +461,10 @@ hashes_begin(BatchHashes *bh, Stage *stage, TupleDesc desc, TargetKey *key)
 	bh->atts = source_attnums(stage, desc);
 	bh->natts = stage->ncolumns;
 	bh->key = key;
-	bh->cxt = CurrentMemoryContext;
 	if (key == NULL)
 		return;
 	bh->kh = key_hashers(desc, key);
-	bh->max_key_hashes = Min((int64) work_mem * 1024L, (int64) MaxAllocSize) / sizeof(uint64);
-	bh->capacity = Min(bh->max_key_hashes, 1024);
-	bh->key_hashes = palloc(sizeof(uint64) * bh->capacity);
+	bh->keys = keycheck_begin();
 }
 
 /*
@@ -543,54 +495,8 @@ hashes_add_key(BatchHashes *bh, bool hashed, uint64 keyhash)
 		return;
 	if (!hashed)
 		bh->null_key_rows++;
-	else if (bh->nkey_hashes < bh->max_key_hashes)
-	{
-		if (bh->nkey_hashes == bh->capacity)
-		{
-			bh->capacity = Min(bh->capacity * 2, bh->max_key_hashes);
-			bh->key_hashes = repalloc(bh->key_hashes, sizeof(uint64) * bh->capacity);
-		}
-		bh->key_hashes[bh->nkey_hashes++] = keyhash;
-	}
-	else if (!bh->key_hashes_equal)
-	{
-		/*
-		 * More than work_mem holds.  If those already have a duplicate, the
-		 * batch has one (or a collision): dedup.c picks the winners either
-		 * way, and the rest need not be kept.  Otherwise they all go into a
-		 * sort, which spills to disk.
-		 */
-		if (bh->key_hash_sort == NULL && !hashes_distinct(bh->key_hashes, bh->nkey_hashes))
-		{
-			bh->key_hashes_equal = true;
-			pfree(bh->key_hashes);
-			bh->key_hashes = NULL;
-			bh->nkey_hashes++;
-			return;
-		}
-		if (bh->key_hash_sort == NULL)
-		{
-			MemoryContext oldcxt = MemoryContextSwitchTo(bh->cxt);
-
-			bh->key_hash_sort = tuplesort_begin_datum(INT8OID, Int8LessOperator, InvalidOid,
-													  false, work_mem, NULL,
-#if PG_VERSION_NUM >= 150000
-													  TUPLESORT_NONE
-#else
-													  false
-#endif
-				);
-			MemoryContextSwitchTo(oldcxt);
-			for (int64 i = 0; i < bh->nkey_hashes; i++)
-				tuplesort_putdatum(bh->key_hash_sort, Int64GetDatum((int64) bh->key_hashes[i]), false);
-			pfree(bh->key_hashes);
-			bh->key_hashes = NULL;
-		}
-		tuplesort_putdatum(bh->key_hash_sort, Int64GetDatum((int64) keyhash), false);
-		bh->nkey_hashes++;
-	}
 	else
-		bh->nkey_hashes++;
+		keycheck_add(bh->keys, keyhash);
 }
 
 /* The key checks' part of what was gathered, for dedup.c. */
@@ -598,10 +504,8 @@ static void
 hashes_end(BatchHashes *bh, Stage *stage)
 {
 	stage->null_key_rows = bh->null_key_rows;
-	stage->key_hashes = bh->key_hashes;
-	stage->key_hash_sort = bh->key_hash_sort;
-	stage->key_hashes_equal = bh->key_hashes_equal;
-	stage->nkey_hashes = bh->nkey_hashes;
+	stage->key_check = bh->keys;
+	stage->nkey_hashes = bh->keys ? keycheck_count(bh->keys) : 0;
 	stage->sum[0] = bh->sum[0];
 	stage->sum[1] = bh->sum[1];
 }
@@ -892,41 +796,39 @@ stage_batch_fingerprint(Stage *stage, const char *options)
 
 /*
  * True when the key hashes gathered while staging prove every key of the
- * batch distinct (dedup.c).  Equal hashes may be a real duplicate or a
- * collision: the caller then looks at the rows.  Either way this is one
- * sort of 8-byte values, in memory or, beyond work_mem, spilled to disk.
+ * batch distinct (dedup.c; keycheck.c).  Equal hashes may be a real
+ * duplicate or a collision: the caller then looks at the rows.  Once per
+ * stage.
  */
 bool
 stage_keys_distinct(Stage *stage)
 {
-	Datum		prev = (Datum) 0;
-	Datum		cur;
-	bool		isnull;
-	bool		distinct = true;
+	bool		distinct;
 
-	if (stage->key_hashes_equal || stage->nkey_hashes != stage->nrows - stage->ncollapsed)
-		return false;			/* or NULL keys under NULLS NOT DISTINCT */
-	if (stage->key_hash_sort == NULL)
-		return hashes_distinct(stage->key_hashes, stage->nkey_hashes);
-	tuplesort_performsort(stage->key_hash_sort);
-	for (int64 i = 0;
-#if PG_VERSION_NUM >= 160000
-		 tuplesort_getdatum(stage->key_hash_sort, true, false, &cur, &isnull, NULL);
-#else
-		 tuplesort_getdatum(stage->key_hash_sort, true, &cur, &isnull, NULL);
-#endif
-		 i++)
-	{
-		if (i > 0 && cur == prev)
-		{
-			distinct = false;
-			break;
-		}
-		prev = cur;
-	}
-	tuplesort_end(stage->key_hash_sort);
-	stage->key_hash_sort = NULL;
+	if (stage->key_check == NULL)
+		return false;
+	/* not every staged row hashed: NULL keys under NULLS NOT DISTINCT */
+	distinct = stage->nkey_hashes == stage->nrows - stage->ncollapsed &&
+		keycheck_distinct(stage->key_check);
+	keycheck_end(stage->key_check);
+	stage->key_check = NULL;
 	return distinct;
+}
+
+/*
+ * Drop the staged relation and what the key check still holds (its
+ * temporary files, when a skipped run never checked the keys).
+ */
+void
+stage_end(Stage *stage)
+{
+	if (stage->key_check)
+	{
+		keycheck_end(stage->key_check);
+		stage->key_check = NULL;
+	}
+	if (stage->staged)
+		stage_drop(stage->staged);
 }
 
 /*

@@ -43,10 +43,8 @@ typedef struct Stage
 	uint64		sum[2];
 	/* ... and for the key checks of dedup.c: */
 	int64		null_key_rows;	/* rows with a NULL in a key column */
-	int64		nkey_hashes;	/* one hash per non-NULL key: */
-	uint64	   *key_hashes;		/* in an array while they fit in work_mem, */
-	struct Tuplesortstate *key_hash_sort;	/* else in a sort (int8), */
-	bool		key_hashes_equal;	/* or none kept: two were equal */
+	int64		nkey_hashes;	/* one hash per non-NULL key, */
+	struct KeyCheck *key_check;	/* checked by stage_keys_distinct */
 } Stage;
 
 /* The rows of one value in a staged relation sorted on it (stage_runs). */
@@ -92,5 +90,6 @@ typedef bool (*StageRowFilter) (TupleTableSlot *slot, void *arg);
 extern StagedRel *stage_query_filtered(const char *sql, const char *purpose,
 									   int natts, StageRowFilter keep, void *arg);
 extern void stage_drop(StagedRel *rel);
+extern void stage_end(Stage *stage);
 
 #endif							/* IDEM_STAGE_H */

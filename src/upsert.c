@@ -765,7 +765,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 		if (batch.copy)
 			stage_drop(batch.copy);
 	}
-	stage_drop(stage->staged);
+	stage_end(stage);
 
 	run.inserted = counts.inserted;
 	run.updated = counts.updated;
