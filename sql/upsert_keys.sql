@@ -4,7 +4,8 @@
 -- key_columns, or no non-partial, non-deferrable unique index/constraint on
 -- exactly the key columns: 42P10.  NULL key in the batch: 23502 with the
 -- number of such rows, unless the unique index is NULLS NOT DISTINCT, where
--- NULL is an ordinary key value that reruns match.
+-- NULL is an ordinary key value that reruns match.  A unique index on the
+-- key columns comparing them otherwise than the columns do: 0A000.
 --
 SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS idem_etl CASCADE;
@@ -186,6 +187,50 @@ SELECT inserted, updated, unchanged, deleted, skipped
        $$SELECT * FROM (VALUES (1, NULL::int, 'x2'), (NULL, NULL, 'y2')) s(a, b, v)$$,
        key_columns => ARRAY['a', 'b']);
 SELECT * FROM keys.nnd2 ORDER BY a, b, v;
+
+--
+-- A unique index that compares the key otherwise than its column does:
+-- 0A000.  ON CONFLICT would take it as arbiter while the probe, the key
+-- hashes and the key ordering compare as the column: with a
+-- case-insensitive index over a case-sensitive column, 'a' was a new key to
+-- the probe and a conflict to the index, updated 'A' at every identical
+-- rerun, and delete_missing deleted 'A' and 'B' right after updating them.
+--
+CREATE COLLATION keys.ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE keys.ci_index (k text NOT NULL, v int);
+CREATE UNIQUE INDEX ci_index_k ON keys.ci_index (k COLLATE keys.ci);
+INSERT INTO keys.ci_index VALUES ('A', 1), ('B', 1);
+SELECT * FROM keys.err($$SELECT * FROM etl_upsert_batch('keys.ci_index',
+    $q$SELECT * FROM (VALUES ('a', 3), ('b', 3)) v(k, v)$q$, key_columns => '{k}', delete_missing => 'true')$$);
+SELECT * FROM keys.ci_index ORDER BY k;
+-- a case-insensitive column with a "C" index: 'a' was reported unchanged
+-- and never inserted, 'B' dropped as a copy of 'b'
+CREATE TABLE keys.ci_column (k text COLLATE keys.ci NOT NULL, v int);
+CREATE UNIQUE INDEX ci_column_k ON keys.ci_column (k COLLATE "C");
+SELECT * FROM keys.err($$SELECT * FROM etl_upsert_batch('keys.ci_column',
+    $q$SELECT * FROM (VALUES ('b', 1), ('B', 2)) v(k, v)$q$, key_columns => '{k}', order_by => 'v')$$);
+-- any such index on the key columns counts, not only the first one found
+CREATE TABLE keys.two_indexes (k text PRIMARY KEY, v int);
+CREATE UNIQUE INDEX two_indexes_ci ON keys.two_indexes (k COLLATE keys.ci);
+SELECT * FROM keys.err($$SELECT * FROM etl_upsert_batch('keys.two_indexes',
+    $q$SELECT 'a' AS k, 1 AS v$q$)$$);
+-- an operator class whose equality is not the type's (*= for records)
+CREATE TYPE keys.pair AS (a numeric, b int);
+CREATE TABLE keys.image_key (k keys.pair NOT NULL, v int);
+CREATE UNIQUE INDEX image_key_k ON keys.image_key (k record_image_ops);
+SELECT * FROM keys.err($$SELECT * FROM etl_upsert_batch('keys.image_key',
+    $q$SELECT ROW(1.0, 1)::keys.pair AS k, 1 AS v$q$, key_columns => '{k}')$$);
+-- deterministic collations find the same keys equal (equal bytes), and the
+-- same operator family's equality under another operator class is the
+-- type's: accepted
+CREATE TABLE keys.c_index (k text NOT NULL, p text NOT NULL, v int);
+CREATE UNIQUE INDEX c_index_k ON keys.c_index (k COLLATE "C");
+CREATE UNIQUE INDEX c_index_p ON keys.c_index (p text_pattern_ops);
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('keys.c_index',
+    $q$SELECT * FROM (VALUES ('a', 'x', 1), ('A', 'y', 1)) v(k, p, v)$q$, key_columns => '{k}');
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('keys.c_index',
+    $q$SELECT * FROM (VALUES ('a', 'x', 2), ('A', 'y', 1)) v(k, p, v)$q$, key_columns => '{p}');
+SELECT * FROM keys.c_index ORDER BY k COLLATE "C";
 
 SET client_min_messages = warning;
 DROP SCHEMA keys CASCADE;

@@ -19,7 +19,9 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
+#include "utils/regproc.h"
 #include "utils/syscache.h"
+#include "utils/typcache.h"
 
 #include "relinfo.h"
 #include "sql_build.h"
@@ -218,6 +220,72 @@ refuse_deferrable(Relation rel, TargetInfo *target, TargetKey *key,
 	list_free(indexes);
 }
 
+/*
+ * Refuse a unique index on the key columns that would find keys equal that
+ * the column's own collation and type do not, or the reverse (a
+ * nondeterministic collation on one side only, or an operator class whose
+ * equality is not the type's): ON CONFLICT
+ * takes any such index as its arbiter, while the probe, the key hashes and
+ * the key ordering compare as the column does.  A case-insensitive index
+ * over a case-sensitive column would make 'a' a new key to the probe and a
+ * conflict to the index: written at every rerun, or deleted by
+ * delete_missing right after being updated.
+ */
+static void
+refuse_other_equality(Relation rel, HeapTuple tup, const int *position,
+					  TargetKey *key, AttrNumber *attnums)
+{
+	Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
+	bool		isnull;
+	oidvector  *indclass = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup,
+																	   Anum_pg_index_indclass,
+																	   &isnull));
+	oidvector  *indcoll = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup,
+																	  Anum_pg_index_indcollation,
+																	  &isnull));
+
+	for (int j = 0; j < key->ncolumns; j++)
+	{
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), attnums[j] - 1);
+		Oid			opclass = indclass->values[position[j]];
+		Oid			opcintype = get_opclass_input_type(opclass);
+		Oid			eqop = get_opfamily_member(get_opclass_family(opclass),
+											   opcintype, opcintype,
+											   BTEqualStrategyNumber);
+		Oid			coll = indcoll->values[position[j]];
+		Oid			typeeq = lookup_type_cache(att->atttypid, TYPECACHE_EQ_OPR)->eq_opr;
+
+		/* deterministic collations all find equal exactly the equal bytes */
+		if (coll != att->attcollation &&
+			!(get_collation_isdeterministic(coll) &&
+			  get_collation_isdeterministic(att->attcollation)))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("unique index \"%s\" compares key column \"%s\" with another collation than the column's",
+							get_rel_name(idx->indexrelid), key->names[j]),
+					 errdetail("The index uses collation \"%s\" and the column \"%s\"; idem_etl matches, hashes and orders keys with the column's collation, while ON CONFLICT takes the index as its arbiter, so the two could disagree on which keys are equal.",
+							   OidIsValid(coll) ? get_collation_name(coll) : "none",
+							   OidIsValid(att->attcollation) ? get_collation_name(att->attcollation) : "none"),
+					 errhint("Give the column the index's collation (ALTER TABLE ... ALTER COLUMN ... TYPE ... COLLATE ...), or build the unique index with the column's collation.")));
+		if (!OidIsValid(eqop) || eqop != typeeq)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("unique index \"%s\" compares key column \"%s\" with another equality than its type's",
+							get_rel_name(idx->indexrelid), key->names[j]),
+					 errdetail("The index's operator class compares with operator %s, the type %s with %s; idem_etl matches, hashes and orders keys as the type does, while ON CONFLICT takes the index as its arbiter, so the two could disagree on which keys are equal.",
+							   OidIsValid(eqop) ? format_operator(eqop) : "(none)",
+							   format_type_be(att->atttypid),
+							   OidIsValid(typeeq) ? format_operator(typeeq) : "(none)"),
+					 errhint("Build the unique index with the type's default operator class.")));
+	}
+}
+
+/*
+ * The unique index ON CONFLICT would take as arbiter for the key columns:
+ * unique, immediate, valid, not partial, no expressions, on exactly those
+ * columns.  Every such index must compare as the columns do
+ * (refuse_other_equality).  Fills key->eqops and key->nulls_not_distinct.
+ */
 static bool
 find_unique_index(Relation rel, TargetKey *key, AttrNumber *attnums)
 {
@@ -248,34 +316,19 @@ find_unique_index(Relation rel, TargetKey *key, AttrNumber *attnums)
 			match = position[j] >= 0;
 		}
 		if (match)
+			refuse_other_equality(rel, tup, position, key, attnums);
+		if (match && !found)
 		{
-			bool		isnull;
-			oidvector  *indclass = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup,
-																			   Anum_pg_index_indclass,
-																			   &isnull));
-
 			key->eqops = palloc(sizeof(char *) * key->ncolumns);
 			for (int j = 0; j < key->ncolumns; j++)
-			{
-				Oid			opclass = indclass->values[position[j]];
-				Oid			opcintype = get_opclass_input_type(opclass);
-				Oid			eqop = get_opfamily_member(get_opclass_family(opclass),
-													   opcintype, opcintype,
-													   BTEqualStrategyNumber);
-
-				if (!OidIsValid(eqop))
-					elog(ERROR, "no equality operator in the operator class of index %u",
-						 lfirst_oid(lc));
-				key->eqops[j] = sqlb_operator(eqop);
-			}
+				key->eqops[j] = sqlb_operator(lookup_type_cache(TupleDescAttr(RelationGetDescr(rel), attnums[j] - 1)->atttypid,
+																TYPECACHE_EQ_OPR)->eq_opr);
 #if PG_VERSION_NUM >= 150000
 			key->nulls_not_distinct = idx->indnullsnotdistinct;
 #endif
 			found = true;
 		}
 		ReleaseSysCache(tup);
-		if (found)
-			break;
 	}
 	list_free(indexes);
 	return found;
