@@ -91,6 +91,13 @@ CREATE TABLE rw.events_default PARTITION OF rw.events DEFAULT;
 INSERT INTO rw.events VALUES ('2027-01-15', 1, 'in default');
 SELECT * FROM rw.err($$SELECT * FROM etl_replace_where('rw.events', 'd >= ''2027-01-01''',
     'SELECT ''2027-01-15''::date AS d, 1 AS id, ''x'' AS v')$$);
+-- rows of the default partition in a new partition's bounds that the
+-- condition does not cover are carried into it (they were deleted, and
+-- counted as replaced)
+INSERT INTO rw.events VALUES ('2027-01-20', 1, 'default, not covered');
+SELECT rows_loaded, rows_replaced FROM etl_replace_where('rw.events', 'd = ''2027-01-20'' AND id = 2',
+    'SELECT ''2027-01-20''::date AS d, 2 AS id, ''new'' AS v');
+SELECT tableoid::regclass, * FROM rw.events WHERE d >= '2027-01-01' ORDER BY d, id;
 
 SET client_min_messages = warning;
 DROP SCHEMA rw CASCADE;

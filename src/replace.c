@@ -302,15 +302,24 @@ check_referencing_rows(ReplaceArgs *a, PartSlot *slot, const char *schema)
 	}
 }
 
+/* The default partition's qualified name. */
+static const char *
+default_part_name(PartKey *pk)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(pk->default_part)),
+									  get_rel_name(pk->default_part));
+}
+
 /*
- * etl_replace_where: copy the rows of the partition that the condition does
- * not cover into the new table np, every column but generated ones (those
- * are computed again; identity values are kept as they are).  The
- * partition is read under the target's name, so that the condition may
- * name it.  Returns the number of rows carried.
+ * etl_replace_where: copy the rows of relation from (its qualified name)
+ * that the condition does not cover, and that match where when given, into
+ * the new table np, every column but generated ones (those are computed
+ * again; identity values are kept as they are).  The rows are read under
+ * the target's name, so that the condition may name it.  Returns the
+ * number of rows carried.
  */
 static int64
-carry_rows(ReplaceArgs *a, PartSlot *slot, NewPart *np)
+carry_rows(ReplaceArgs *a, const char *from, const char *where, NewPart *np)
 {
 	StringInfoData cols;
 	const char *alias = quote_identifier(a->target->relname);
@@ -320,10 +329,27 @@ carry_rows(ReplaceArgs *a, PartSlot *slot, NewPart *np)
 		if (!a->target->columns[i].generated)
 			appendStringInfo(&cols, "%s%s", cols.len ? ", " : "",
 							 quote_identifier(a->target->columns[i].name));
-	return (int64) sqlb_exec(psprintf("INSERT INTO %s (%s) SELECT %s FROM ONLY %s.%s AS %s"
-									  " WHERE NOT coalesce((%s\n), false)",
-									  np->qualname, cols.data, cols.data, np->schema,
-									  quote_identifier(slot->name), alias, a->condition));
+	return (int64) sqlb_exec(psprintf("INSERT INTO %s (%s) SELECT %s FROM ONLY %s AS %s"
+									  " WHERE %s%sNOT coalesce((%s\n), false)",
+									  np->qualname, cols.data, cols.data, from, alias,
+									  where ? where : "", where ? " AND " : "", a->condition));
+}
+
+/*
+ * Take an EXCLUSIVE lock on relid, whose rows are about to be copied: its
+ * writers wait from here to the end of the transaction (readers do not),
+ * and the copy's snapshot, taken after this wait, sees what the writers
+ * before committed.
+ */
+static void
+lock_for_carry(Oid relid)
+{
+	if (!ConditionalLockRelationOid(relid, ExclusiveLock))
+	{
+		progress_phase("waiting for lock", -1);
+		LockRelationOid(relid, ExclusiveLock);
+		progress_phase("staging", -1);
+	}
 }
 
 /*
@@ -395,20 +421,16 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 	else if (a->condition)
 	{
 		/*
-		 * The partition's rows outside the condition are copied below and
-		 * the copy replaces it: a row written to it after the copy's
-		 * snapshot would be dropped with the old table.  Its writers wait
-		 * from here to the end of the transaction (EXCLUSIVE: readers do
-		 * not), and the copy's snapshot, taken after this wait, sees what
-		 * the writers before committed.
+		 * The rows outside the condition are copied below, from the
+		 * partition, which the copy replaces, or, for a new partition, from
+		 * the default partition, whose rows of the new bounds are then
+		 * deleted: a row written to either after the copy's snapshot would
+		 * be lost.
 		 */
-		if (OidIsValid(slot->partoid) &&
-			!ConditionalLockRelationOid(slot->partoid, ExclusiveLock))
-		{
-			progress_phase("waiting for lock", -1);
-			LockRelationOid(slot->partoid, ExclusiveLock);
-			progress_phase("staging", -1);
-		}
+		if (OidIsValid(slot->partoid))
+			lock_for_carry(slot->partoid);
+		else if (OidIsValid(a->pk->default_part))
+			lock_for_carry(a->pk->default_part);
 		/* etl_replace_where: the source's rows of this partition ... */
 		np = newpart_create(a->target, a->pk, slot);
 		initStringInfo(&extra_cols);
@@ -418,7 +440,10 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 								   a->stage->name, slot->check_sql);
 		/* ... and its rows the condition does not cover, carried over */
 		if (OidIsValid(slot->partoid))
-			carried = carry_rows(a, slot, np);
+			carried = carry_rows(a, psprintf("%s.%s", np->schema, quote_identifier(slot->name)),
+								 NULL, np);
+		else if (OidIsValid(a->pk->default_part))
+			carried = carry_rows(a, default_part_name(a->pk), slot->check_sql, np);
 		run.batch_rows = loaded.nrows;
 		run.fingerprint = fingerprint;
 	}
@@ -457,9 +482,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 	}
 	else if (OidIsValid(a->pk->default_part))
 		r->replaced = (int64) sqlb_exec(psprintf("DELETE FROM %s WHERE %s",
-												 quote_qualified_identifier(get_namespace_name(get_rel_namespace(a->pk->default_part)),
-																			get_rel_name(a->pk->default_part)),
-												 slot->check_sql));
+												 default_part_name(a->pk), slot->check_sql)) - carried;
 
 	memset(&spec, 0, sizeof(spec));
 	spec.parent = a->target;
@@ -981,9 +1004,7 @@ where_in_partitions(ReplaceArgs *a, const char *fingerprint, ReplaceResult *tota
 	if (OidIsValid(a->pk->default_part) &&
 		sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM"
 								" (SELECT FROM ONLY %s AS %s WHERE (%s\n) LIMIT 1) x",
-								quote_qualified_identifier(get_namespace_name(get_rel_namespace(a->pk->default_part)),
-														   get_rel_name(a->pk->default_part)),
-								alias, a->condition)) > 0)
+								default_part_name(a->pk), alias, a->condition)) > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("the condition covers rows of the default partition of \"%s\"", a->target->relname),
