@@ -84,5 +84,47 @@ INSERT INTO ids SELECT 13, run_id FROM etl_upsert_batch('rskip.c', $$SELECT '202
 SELECT i.step, r.skipped, r.corrects = (SELECT run_id FROM ids WHERE step = 11) AS corrects_run_11
   FROM ids i JOIN idem_etl.runs r USING (run_id) WHERE i.step > 10 ORDER BY i.step;
 
+-- A partition the call creates is recorded under its bound as the catalog
+-- prints it, as every later call reads it: its first identical rerun is
+-- skipped.  It was recorded as IN ('7') and read back as IN (7), and the
+-- first rerun rewrote the partition.
+CREATE TABLE rskip.il (k int NOT NULL, v text) PARTITION BY LIST (k);
+SELECT partition_table, rows_loaded, skipped FROM etl_replace_partition('rskip.il', '7',
+    $$SELECT 7 AS k, 'a' AS v$$, run_key => 'r');
+SELECT partition_table, rows_loaded, skipped FROM etl_replace_partition('rskip.il', '7',
+    $$SELECT 7 AS k, 'a' AS v$$, run_key => 'r');
+CREATE TABLE rskip.ir (k int NOT NULL, v text) PARTITION BY RANGE (k);
+CREATE TABLE rskip.ir_0 PARTITION OF rskip.ir FOR VALUES FROM (0) TO (10);
+SELECT partition_table, rows_loaded, skipped FROM etl_replace_partition('rskip.ir', '15',
+    $$SELECT 15 AS k, 'a' AS v$$, run_key => 'r');
+SELECT partition_table, rows_loaded, skipped FROM etl_replace_partition('rskip.ir', '15',
+    $$SELECT 15 AS k, 'a' AS v$$, run_key => 'r');
+SELECT partition_bound, skipped FROM idem_etl.runs
+ WHERE target_oid IN ('rskip.il'::regclass, 'rskip.ir'::regclass) ORDER BY run_id;
+
+-- A plain table: an etl_replace_where since the run changed the rows (its
+-- condition cannot be compared with the value), so the rerun loads them
+-- again; it was skipped, and the table kept the etl_replace_where's rows.
+-- The value is taken as its type prints it: '20261128' is 2026-11-28.
+CREATE TABLE rskip.plain (d date NOT NULL, id int, v text);
+SELECT rows_loaded, rows_replaced, skipped FROM etl_replace_partition('rskip.plain', '2026-11-28',
+    $$SELECT '2026-11-28'::date AS d, g AS id, 'a' AS v FROM generate_series(1, 3) g$$,
+    partition_column => 'd', run_key => 'p');
+SELECT rows_loaded, rows_replaced, skipped FROM etl_replace_where('rskip.plain', $$d = '2026-11-28'$$,
+    $$SELECT '2026-11-28'::date AS d, 99 AS id, 'where' AS v$$);
+SELECT rows_loaded, rows_replaced, skipped FROM etl_replace_partition('rskip.plain', '20261128',
+    $$SELECT '2026-11-28'::date AS d, g AS id, 'a' AS v FROM generate_series(1, 3) g$$,
+    partition_column => 'd', run_key => 'p');
+SELECT rows_loaded, rows_replaced, skipped FROM etl_replace_partition('rskip.plain', '2026-11-28',
+    $$SELECT '2026-11-28'::date AS d, g AS id, 'a' AS v FROM generate_series(1, 3) g$$,
+    partition_column => 'd', run_key => 'p');
+SELECT * FROM rskip.plain ORDER BY id;
+-- on a partitioned table an etl_replace_where of another partition is no
+-- change to this one: it records a replacement of each partition it rebuilt
+SELECT rows_loaded, rows_replaced, skipped FROM etl_replace_where('rskip.ir', 'k = 3',
+    'SELECT 3 AS k, ''w'' AS v');
+SELECT partition_table, rows_loaded, skipped FROM etl_replace_partition('rskip.ir', '15',
+    $$SELECT 15 AS k, 'a' AS v$$, run_key => 'r');
+
 SET client_min_messages = warning;
 DROP SCHEMA rskip CASCADE;

@@ -342,7 +342,10 @@ prior_and_change(SPITupleTable *tt, SPIPlanPtr *change_cache, const char *change
 	" OR operation OPERATOR(pg_catalog.=) 'restore_partition'))" \
 	" OR (operation OPERATOR(pg_catalog.=) 'upsert'" \
 	" AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)" \
-	" OPERATOR(pg_catalog.>) 0))" \
+	" OPERATOR(pg_catalog.>) 0)" \
+	" OR (operation OPERATOR(pg_catalog.=) 'replace_where'" \
+	" AND (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1)" \
+	" OPERATOR(pg_catalog.<>) 'p'))" \
 	" ORDER BY run_id LIMIT 1"
 
 /*
@@ -352,8 +355,11 @@ prior_and_change(SPITupleTable *tt, SPIPlanPtr *change_cache, const char *change
  * values of a month name the same monthly partition): the latest run with
  * run_key that replaced the partition with that bound, and the first run
  * after it that changed the partition: another replacement or a restore of
- * it, or an upsert into the target that wrote rows (which partitions an
- * upsert wrote is not recorded, so any such upsert counts).
+ * it, an upsert into the target that wrote rows (which partitions an upsert
+ * wrote is not recorded, so any such upsert counts), or, on a plain table,
+ * an etl_replace_where (its condition cannot be compared with a value; on
+ * a partitioned table it records a replacement of each partition it
+ * rebuilt).
  */
 LedgerPartPrior
 ledger_partition_prior(Oid target, const char *run_key, const char *bound,

@@ -13,6 +13,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "mb/pg_wchar.h"
+#include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
 #include "partitioning/partbounds.h"
 #include "partitioning/partdesc.h"
@@ -750,6 +751,52 @@ partmap_slice_check(TargetInfo *target, PartKey *pk, PartSlot *slot,
 	return strcmp(check, slot->check_sql) == 0 ? NULL : check;
 }
 
+/* A value of the partition column, as a bound's constant. */
+static Node *
+bound_const(PartKey *pk, const char *value)
+{
+	int16		typlen;
+	bool		typbyval;
+
+	get_typlenbyval(pk->column->typid, &typlen, &typbyval);
+	return (Node *) makeConst(pk->column->typid, pk->column->typmod, pk->column->collation,
+							  typlen, value_datum(pk, value), false, typbyval);
+}
+
+/*
+ * A new partition's bound, printed as pg_get_expr prints the catalog's
+ * bound of an existing one (existing_partition): skips and the partition's
+ * lock are keyed by that text, and quoting every value ('7') made a
+ * partition's first rerun look for another bound than the catalog's (7).
+ * list_value for a LIST partition, else lower and upper.
+ */
+static char *
+deparse_bound(TargetInfo *target, PartKey *pk, const char *list_value,
+			  const char *lower, const char *upper)
+{
+	PartitionBoundSpec *spec = makeNode(PartitionBoundSpec);
+
+	spec->strategy = pk->strategy;
+	spec->location = -1;
+	if (list_value)
+		spec->listdatums = list_make1(bound_const(pk, list_value));
+	else
+	{
+		PartitionRangeDatum *lo = makeNode(PartitionRangeDatum);
+		PartitionRangeDatum *hi = makeNode(PartitionRangeDatum);
+
+		lo->kind = hi->kind = PARTITION_RANGE_DATUM_VALUE;
+		lo->value = bound_const(pk, lower);
+		hi->value = bound_const(pk, upper);
+		lo->location = hi->location = -1;
+		spec->lowerdatums = list_make1(lo);
+		spec->upperdatums = list_make1(hi);
+	}
+	return TextDatumGetCString(DirectFunctionCall2(pg_get_expr,
+												   CStringGetTextDatum(nodeToString(spec)),
+												   ObjectIdGetDatum(target->relid)));
+}
+
 PartSlot *
 partmap_slot(TargetInfo *target, PartKey *pk, const char *value,
 			 Interval *granularity)
@@ -764,7 +811,7 @@ partmap_slot(TargetInfo *target, PartKey *pk, const char *value,
 	else if (pk->strategy == PARTITION_STRATEGY_LIST)
 	{
 		slot->name = new_partition_name(target, slot->value);
-		slot->bound_sql = psprintf("FOR VALUES IN (%s)", quote_literal_cstr(slot->value));
+		slot->bound_sql = deparse_bound(target, pk, slot->value, NULL, NULL);
 		slot->check_sql = list_check(pk, list_make1(slot->value), false);
 	}
 	else
@@ -777,8 +824,7 @@ partmap_slot(TargetInfo *target, PartKey *pk, const char *value,
 						 granularity, &lower, &upper);
 		table_close(rel, NoLock);
 		slot->name = new_partition_name(target, lower);
-		slot->bound_sql = psprintf("FOR VALUES FROM (%s) TO (%s)",
-								   quote_literal_cstr(lower), quote_literal_cstr(upper));
+		slot->bound_sql = deparse_bound(target, pk, NULL, lower, upper);
 		slot->check_sql = range_check(pk, lower, upper);
 	}
 	utc_pop(level);

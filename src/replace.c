@@ -514,10 +514,13 @@ replace_in_table(ReplaceArgs *a, const char *value, ReplaceResult *r)
 	Stage		batch = *a->stage;
 	LedgerRun	run;
 	const char *col = quote_identifier(a->pk->column->name);
-	char	   *bound = partmap_value_check(a->pk, value);
+	char	   *bound;
 	char	   *example;
 	StringInfoData sql;
 
+	/* as its type prints it: the same rows, the same bound and lock */
+	value = partmap_normalize(a->pk, value);
+	bound = partmap_value_check(a->pk, value);
 	memset(r, 0, sizeof(ReplaceResult));
 	ledger_lock_partition(a->target->relid, bound);
 	start_run(&run, a, value, bound, a->target->qualname);
