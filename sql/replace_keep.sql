@@ -226,6 +226,22 @@ SELECT c.relnamespace::regnamespace AS kept_in, c.relowner::regrole AS kept_owne
  WHERE r.target::text = 'rkeep_owned.t';
 RESET ROLE;
 
+-- A monthly partition: every value of the month names it, and the latest
+-- version kept of it is restored whichever value names it.  Versions were
+-- looked up by the text of the value: the 5th found the version replaced
+-- on the 5th, older than the one the 20th replaced, and the 1st none.
+CREATE TABLE rkeep.mon (d date NOT NULL, v text) PARTITION BY RANGE (d);
+CREATE TABLE rkeep.mon_202611 PARTITION OF rkeep.mon FOR VALUES FROM ('2026-11-01') TO ('2026-12-01');
+INSERT INTO rkeep.mon VALUES ('2026-11-03', 'version 0');
+SELECT rows_loaded, rows_replaced FROM etl_replace_partition('rkeep.mon', '2026-11-05',
+    $$SELECT date '2026-11-05' AS d, 'version 1' AS v$$, keep_replaced => '1 day');
+SELECT rows_loaded, rows_replaced FROM etl_replace_partition('rkeep.mon', '2026-11-20',
+    $$SELECT date '2026-11-20' AS d, 'version 2' AS v$$, keep_replaced => '1 day');
+SELECT etl_restore_partition('rkeep.mon', '2026-11-05');
+SELECT * FROM rkeep.mon;
+SELECT etl_restore_partition('rkeep.mon', '2026-11-01');
+SELECT * FROM rkeep.mon;
+
 SET client_min_messages = warning;
 DROP SCHEMA rkeep CASCADE;
 DROP SCHEMA rkeep_owned CASCADE;

@@ -117,8 +117,9 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	PartSlot	displaced;
 	SwapSpec	spec;
 	LedgerRun	run;
-	Oid			argtypes[2] = {OIDOID, TEXTOID};
-	Datum		args[2];
+	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
+	Datum		args[3];
+	char		nulls[3] = {' ', ' ', ' '};
 	bool		isnull;
 	int64		kept_id;
 	char	   *kept_relname;
@@ -140,8 +141,15 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	pk = partmap_key(target, NULL);
 	slot = partmap_slot_locked(target, pk, value, NULL);
 
+	/*
+	 * The partition's latest kept version, found by its bound: every value
+	 * of a month names the monthly partition.  When no partition holds the
+	 * value (dropped since), a version kept for that very value will do.
+	 */
 	args[0] = ObjectIdGetDatum(relid);
-	args[1] = CStringGetTextDatum(slot->value);
+	args[1] = CStringGetTextDatum(slot->bound_sql);
+	args[2] = CStringGetTextDatum(slot->value);
+	nulls[2] = OidIsValid(slot->partoid) ? 'n' : ' ';
 	SPI_execute_with_args("SELECT k.kept_id, c.relname, k.bound, k.check_sql, k.partition_name,"
 						  " GREATEST(k.keep_until OPERATOR(pg_catalog.-) pg_catalog.now(),"
 						  " '0'::pg_catalog.interval)"
@@ -149,11 +157,11 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 						  " JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) k.kept_oid"
 						  " JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
 						  " WHERE k.target_oid OPERATOR(pg_catalog.=) $1"
-						  " AND k.partition_value OPERATOR(pg_catalog.=) $2"
+						  " AND (k.bound OPERATOR(pg_catalog.=) $2 OR k.partition_value OPERATOR(pg_catalog.=) $3)"
 						  " AND k.kept_table OPERATOR(pg_catalog.=)"
 						  " pg_catalog.concat(pg_catalog.quote_ident(n.nspname), '.', pg_catalog.quote_ident(c.relname))"
-						  " ORDER BY k.kept_id DESC LIMIT 1",
-						  2, argtypes, args, NULL, false, 1);
+						  " ORDER BY k.bound OPERATOR(pg_catalog.=) $2 DESC, k.kept_id DESC LIMIT 1",
+						  3, argtypes, args, nulls, false, 1);
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
