@@ -128,16 +128,21 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	TimestampTz started = GetCurrentTimestamp();
 	int			nestlevel = idem_canonical_output();
 
+	/*
+	 * Before any lock, and from the catalog everyone reads: a table that is
+	 * not partitioned has nothing to restore, and swap_serialize refuses
+	 * whoever does not own a partitioned one.
+	 */
+	if (get_rel_name(relid) != NULL && get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not partitioned", get_rel_name(relid)),
+				 errdetail("Only partitions swapped by etl_replace_partition can be restored.")));
 	SPI_connect();
 	swap_serialize(relid);
 	target = target_open(relid, 0);
 	target_check_row_security(relid);
 	progress_start("restore_partition", target->qualname, NULL);
-	if (target->relkind != RELKIND_PARTITIONED_TABLE)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not partitioned", target->relname),
-				 errdetail("Only partitions swapped by etl_replace_partition can be restored.")));
 	pk = partmap_key(target, NULL);
 	slot = partmap_slot_locked(target, pk, value, NULL);
 
