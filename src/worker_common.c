@@ -98,7 +98,7 @@ worker_stop_in_database(const char *dbname)
 
 /*
  * Settings that a role or database may set (ALTER ROLE/DATABASE ... SET)
- * and that the workers' own sessions must not obey: they run idem_etl's
+ * and that the dispatcher's session must not obey: it runs idem_etl's
  * bookkeeping, with the rights of a superuser or of the state's owner.  Set
  * at the highest priority, so that a configuration reload keeps them.
  */
@@ -116,6 +116,20 @@ worker_pin_session(void)
 		{"DateStyle", "ISO"},
 		{"IntervalStyle", "postgres"},
 	};
+
+	/*
+	 * Who the session is, first: the owner of a database may set role and
+	 * session_authorization for every session there, and the dispatcher, a
+	 * superuser, would become that role, fail on the queue's tables and
+	 * never run that database's jobs.  Looking the name up needs a
+	 * transaction.
+	 */
+	StartTransactionCommand();
+	SetConfigOption("session_authorization",
+					GetUserNameFromId(GetAuthenticatedUserId(), false),
+					PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("role", "none", PGC_SUSET, PGC_S_OVERRIDE);
+	CommitTransactionCommand();
 
 	for (int i = 0; i < lengthof(pinned); i++)
 		SetConfigOption(pinned[i][0], pinned[i][1], PGC_SUSET, PGC_S_OVERRIDE);

@@ -32,6 +32,9 @@
 #     fails with 42501 and signals none of its workers (a running job is
 #     not interrupted), also when the caller may read all statistics
 #     (pg_read_all_stats).
+#  7. ALTER DATABASE ... SET role or session_authorization by the
+#     attacker, owner of the database: the dispatcher keeps its identity,
+#     and a victim's job there runs.
 use strict;
 use warnings;
 use Time::HiRes qw(usleep);
@@ -324,6 +327,32 @@ for my $with_stats (0, 1)
 }
 attacker_not_superuser('6 (DROP DATABASE)');
 no_crash($node, '6 (DROP DATABASE): no server process crashed', $offset);
+
+# ======================================================================
+# 7. role and session_authorization set for a database
+# ======================================================================
+# Its owner may set them for every session there.  The dispatcher, which
+# connects as the bootstrap superuser, keeps its own identity: it became
+# the attacker, failed on the queue's table every visit, and no job of that
+# database ever ran.
+$offset = new_case('postgres');
+my $super = su('postgres', 'SELECT current_user');
+su('postgres', 'CREATE DATABASE roledb OWNER attacker');
+su('roledb', 'CREATE EXTENSION idem_etl SCHEMA public');
+for my $setting (q{role = 'attacker'}, q{session_authorization = 'attacker'})
+{
+	as('attacker', 'roledb', "ALTER DATABASE roledb SET $setting");
+	$node->restart;
+	ok(wait_launcher(), "7 ($setting): the launcher runs again");
+	my $job = as('victim', 'roledb', q{SELECT etl_submit('SELECT 1')});
+	# read as the superuser, whatever the database sets
+	local $ENV{PGOPTIONS} = "-c session_authorization=$super -c role=none";
+	is(wait_ended($node, $job, 'roledb'), 'succeeded', "7 ($setting): a victim's job runs there");
+	as('attacker', 'roledb', 'ALTER DATABASE roledb RESET ALL');
+}
+attacker_not_superuser('7 (role settings of a database)');
+no_crash($node, '7 (role settings of a database): no server process crashed', $offset);
+su('postgres', 'DROP DATABASE roledb');
 
 no_crash($node, 'no server process crashed');
 
