@@ -18,6 +18,7 @@
 #include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/backendid.h"
@@ -52,6 +53,20 @@ bool		idem_track_progress = true;
 static ProgressEntry local_entry;
 static bool callback_registered = false;
 static SubTransactionId call_subid = InvalidSubTransactionId;
+
+/*
+ * Copy src into dst of size bytes, cut if need be at a character boundary
+ * (strlcpy could cut a multibyte character, and the view would show
+ * invalid text).
+ */
+static void
+clip_copy(char *dst, const char *src, size_t size)
+{
+	int			len = pg_mbcliplen(src, strlen(src), size - 1);
+
+	memcpy(dst, src, len);
+	dst[len] = '\0';
+}
 
 Size
 progress_shmem_size(void)
@@ -137,8 +152,8 @@ progress_start(const char *operation, const char *target, const char *run_key)
 	e->dboid = MyDatabaseId;
 	e->roleoid = GetUserId();
 	strlcpy(e->operation, operation, sizeof(e->operation));
-	strlcpy(e->target, target, sizeof(e->target));
-	strlcpy(e->run_key, run_key ? run_key : "", sizeof(e->run_key));
+	clip_copy(e->target, target, sizeof(e->target));
+	clip_copy(e->run_key, run_key ? run_key : "", sizeof(e->run_key));
 	strlcpy(e->phase, "starting", sizeof(e->phase));
 	e->rows_done = 0;
 	e->rows_total = -1;
