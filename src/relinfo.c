@@ -222,14 +222,14 @@ refuse_deferrable(Relation rel, TargetInfo *target, TargetKey *key,
 
 /*
  * Refuse a unique index on the key columns that would find keys equal that
- * the column's own collation and type do not, or the reverse (a
+ * the column's own collation and type do not, or the reverse: a
  * nondeterministic collation on one side only, or an operator class whose
- * equality is not the type's): ON CONFLICT
- * takes any such index as its arbiter, while the probe, the key hashes and
- * the key ordering compare as the column does.  A case-insensitive index
- * over a case-sensitive column would make 'a' a new key to the probe and a
- * conflict to the index: written at every rerun, or deleted by
- * delete_missing right after being updated.
+ * equality is not the type's.  ON CONFLICT takes any such index as its
+ * arbiter, while the probe, the key hashes and the key ordering compare as
+ * the column does.  A case-insensitive index over a case-sensitive column
+ * would make 'a' a new key to the probe and a conflict to the index:
+ * written at every rerun, or deleted by delete_missing right after being
+ * updated.
  */
 static void
 refuse_other_equality(Relation rel, HeapTuple tup, const int *position,
@@ -254,29 +254,38 @@ refuse_other_equality(Relation rel, HeapTuple tup, const int *position,
 											   BTEqualStrategyNumber);
 		Oid			coll = indcoll->values[position[j]];
 		Oid			typeeq = lookup_type_cache(att->atttypid, TYPECACHE_EQ_OPR)->eq_opr;
+		const char *differs = NULL;
+		char	   *detail = NULL;
+		const char *hint = NULL;
 
 		/* deterministic collations all find equal exactly the equal bytes */
 		if (coll != att->attcollation &&
 			!(get_collation_isdeterministic(coll) &&
 			  get_collation_isdeterministic(att->attcollation)))
+		{
+			differs = "collation";
+			detail = psprintf("The index uses collation \"%s\" and the column \"%s\".",
+							  OidIsValid(coll) ? get_collation_name(coll) : "none",
+							  OidIsValid(att->attcollation) ? get_collation_name(att->attcollation) : "none");
+			hint = "Give the column the index's collation (ALTER TABLE ... ALTER COLUMN ... TYPE ... COLLATE ...), or build the unique index with the column's collation.";
+		}
+		else if (!OidIsValid(eqop) || eqop != typeeq)
+		{
+			differs = "equality";
+			detail = psprintf("The index's operator class compares with operator %s, the type %s with %s.",
+							  OidIsValid(eqop) ? format_operator(eqop) : "(none)",
+							  format_type_be(att->atttypid),
+							  OidIsValid(typeeq) ? format_operator(typeeq) : "(none)");
+			hint = "Build the unique index with the type's default operator class.";
+		}
+		if (differs)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("unique index \"%s\" compares key column \"%s\" with another collation than the column's",
-							get_rel_name(idx->indexrelid), key->names[j]),
-					 errdetail("The index uses collation \"%s\" and the column \"%s\"; idem_etl matches, hashes and orders keys with the column's collation, while ON CONFLICT takes the index as its arbiter, so the two could disagree on which keys are equal.",
-							   OidIsValid(coll) ? get_collation_name(coll) : "none",
-							   OidIsValid(att->attcollation) ? get_collation_name(att->attcollation) : "none"),
-					 errhint("Give the column the index's collation (ALTER TABLE ... ALTER COLUMN ... TYPE ... COLLATE ...), or build the unique index with the column's collation.")));
-		if (!OidIsValid(eqop) || eqop != typeeq)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("unique index \"%s\" compares key column \"%s\" with another equality than its type's",
-							get_rel_name(idx->indexrelid), key->names[j]),
-					 errdetail("The index's operator class compares with operator %s, the type %s with %s; idem_etl matches, hashes and orders keys as the type does, while ON CONFLICT takes the index as its arbiter, so the two could disagree on which keys are equal.",
-							   OidIsValid(eqop) ? format_operator(eqop) : "(none)",
-							   format_type_be(att->atttypid),
-							   OidIsValid(typeeq) ? format_operator(typeeq) : "(none)"),
-					 errhint("Build the unique index with the type's default operator class.")));
+					 errmsg("unique index \"%s\" compares key column \"%s\" with another %s than the column's",
+							get_rel_name(idx->indexrelid), key->names[j], differs),
+					 errdetail("%s idem_etl matches, hashes and orders keys as the column does, while ON CONFLICT takes the index as its arbiter, so the two could disagree on which keys are equal.",
+							   detail),
+					 errhint("%s", hint)));
 	}
 }
 

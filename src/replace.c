@@ -330,9 +330,9 @@ carry_rows(ReplaceArgs *a, const char *from, const char *where, NewPart *np)
 			appendStringInfo(&cols, "%s%s", cols.len ? ", " : "",
 							 quote_identifier(a->target->columns[i].name));
 	return (int64) sqlb_exec(psprintf("INSERT INTO %s (%s) SELECT %s FROM ONLY %s AS %s"
-									  " WHERE %s%sNOT coalesce((%s\n), false)",
+									  " WHERE (%s) AND NOT coalesce((%s\n), false)",
 									  np->qualname, cols.data, cols.data, from, alias,
-									  where ? where : "", where ? " AND " : "", a->condition));
+									  where ? where : "true", a->condition));
 }
 
 /*
