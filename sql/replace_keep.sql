@@ -241,6 +241,17 @@ SELECT etl_restore_partition('rkeep.mon', '2026-11-05');
 SELECT * FROM rkeep.mon;
 SELECT etl_restore_partition('rkeep.mon', '2026-11-01');
 SELECT * FROM rkeep.mon;
+-- the partition dropped since, and no other whose bounds new ones could
+-- follow: the version kept for the value, under its own bound (the new
+-- bounds were inferred first, and failed with 22023)
+CREATE TABLE rkeep.lone (d date NOT NULL, v text) PARTITION BY RANGE (d);
+CREATE TABLE rkeep.lone_202611 PARTITION OF rkeep.lone FOR VALUES FROM ('2026-11-01') TO ('2026-12-01');
+INSERT INTO rkeep.lone VALUES ('2026-11-03', 'original');
+SELECT rows_loaded FROM etl_replace_partition('rkeep.lone', '2026-11-05',
+    $$SELECT date '2026-11-05' AS d, 'replacement' AS v$$, keep_replaced => '1 day');
+DROP TABLE rkeep.lone_202611;
+SELECT etl_restore_partition('rkeep.lone', '2026-11-05');
+SELECT tableoid::regclass, * FROM rkeep.lone;
 
 SET client_min_messages = warning;
 DROP SCHEMA rkeep CASCADE;

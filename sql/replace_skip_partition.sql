@@ -126,5 +126,18 @@ SELECT rows_loaded, rows_replaced, skipped FROM etl_replace_where('rskip.ir', 'k
 SELECT partition_table, rows_loaded, skipped FROM etl_replace_partition('rskip.ir', '15',
     $$SELECT 15 AS k, 'a' AS v$$, run_key => 'r');
 
+-- Values are printed with every digit, whatever the session's
+-- extra_float_digits: at 0, 0.30000000000000004 printed as 0.3, another
+-- value, and the source's rows were refused (23514)
+CREATE TABLE rskip.fl (k float8 NOT NULL, v int);
+CREATE TABLE rskip.fl_list (k float8 NOT NULL, v int) PARTITION BY LIST (k);
+SET extra_float_digits = 0;
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.fl', '0.30000000000000004',
+    $$SELECT 0.30000000000000004::float8 AS k, 1 AS v$$, partition_column => 'k');
+SELECT partition_table, rows_loaded FROM etl_replace_partition('rskip.fl_list', '0.30000000000000004',
+    $$SELECT 0.30000000000000004::float8 AS k, 1 AS v$$);
+RESET extra_float_digits;
+SELECT k::text, v FROM rskip.fl UNION ALL SELECT k::text, v FROM rskip.fl_list;
+
 SET client_min_messages = warning;
 DROP SCHEMA rskip CASCADE;

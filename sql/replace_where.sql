@@ -98,6 +98,20 @@ INSERT INTO rw.events VALUES ('2027-01-20', 1, 'default, not covered');
 SELECT rows_loaded, rows_replaced FROM etl_replace_where('rw.events', 'd = ''2027-01-20'' AND id = 2',
     'SELECT ''2027-01-20''::date AS d, 2 AS id, ''new'' AS v');
 SELECT tableoid::regclass, * FROM rw.events WHERE d >= '2027-01-01' ORDER BY d, id;
+-- the same when the DEFAULT partition is partitioned itself: its rows were
+-- read with ONLY, so none was carried (and all were deleted), and covered
+-- rows in its partitions were not refused
+CREATE TABLE rw.sub (d date NOT NULL, v text) PARTITION BY RANGE (d);
+CREATE TABLE rw.sub_202610 PARTITION OF rw.sub FOR VALUES FROM ('2026-10-01') TO ('2026-11-01');
+CREATE TABLE rw.sub_def PARTITION OF rw.sub DEFAULT PARTITION BY LIST (v);
+CREATE TABLE rw.sub_def_all PARTITION OF rw.sub_def DEFAULT;
+INSERT INTO rw.sub VALUES ('2026-11-01', 'keep me'), ('2026-11-15', 'keep me too');
+SELECT rows_loaded, rows_replaced FROM etl_replace_where('rw.sub', $$d = '2026-11-02'$$,
+    $$SELECT date '2026-11-02' AS d, 'new' AS v$$);
+SELECT tableoid::regclass, * FROM rw.sub ORDER BY d;
+INSERT INTO rw.sub VALUES ('2026-12-03', 'covered, in the default');
+SELECT * FROM rw.err($$SELECT * FROM etl_replace_where('rw.sub', 'd = ''2026-12-03''',
+    'SELECT ''2026-12-03''::date AS d, ''x'' AS v')$$);
 
 SET client_min_messages = warning;
 DROP SCHEMA rw CASCADE;

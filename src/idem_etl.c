@@ -179,10 +179,12 @@ _PG_init(void)
 }
 
 /*
- * Print dates, timestamps and intervals in one style, whatever the session's,
- * until AtEOXact_GUC(true, <the level returned>): run values are keys of the
- * ledger and of partition bounds, and must not depend on DateStyle.  Only the
- * output style changes, not how input is read.
+ * Print dates, timestamps, intervals and floats in one style, whatever the
+ * session's, until AtEOXact_GUC(true, <the level returned>): run values are
+ * keys of the ledger and of partition bounds, and must not depend on
+ * DateStyle, nor lose digits (extra_float_digits 0 or less rounds
+ * 0.30000000000000004 to 0.3, another value).  Only the output style
+ * changes, not how input is read.
  */
 int
 idem_canonical_output(void)
@@ -192,6 +194,8 @@ idem_canonical_output(void)
 	(void) set_config_option("datestyle", "ISO", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	(void) set_config_option("intervalstyle", "postgres", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("extra_float_digits", "1", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	return nestlevel;
 }

@@ -144,17 +144,37 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	target_check_row_security(relid);
 	progress_start("restore_partition", target->qualname, NULL);
 	pk = partmap_key(target, NULL);
-	slot = partmap_slot_locked(target, pk, value, NULL);
+
+	/*
+	 * The partition that holds the value, locked as replacements lock it;
+	 * none when it was dropped since (the parent's lock, which
+	 * swap_serialize took, keeps one from being created meanwhile), and
+	 * then no new bounds need be inferred: the kept version has its own.
+	 */
+	if (OidIsValid(partmap_find(target, pk, value)))
+		slot = partmap_slot_locked(target, pk, value, NULL);
+	else
+	{
+		slot = palloc0(sizeof(PartSlot));
+		slot->value = partmap_normalize(pk, value);
+	}
 
 	/*
 	 * The partition's latest kept version, found by its bound: every value
 	 * of a month names the monthly partition.  When no partition holds the
-	 * value (dropped since), a version kept for that very value will do.
+	 * value, a version kept for that very value will do.
 	 */
 	args[0] = ObjectIdGetDatum(relid);
-	args[1] = CStringGetTextDatum(slot->bound_sql);
-	args[2] = CStringGetTextDatum(slot->value);
-	nulls[2] = OidIsValid(slot->partoid) ? 'n' : ' ';
+	if (OidIsValid(slot->partoid))
+	{
+		args[1] = CStringGetTextDatum(slot->bound_sql);
+		nulls[2] = 'n';
+	}
+	else
+	{
+		nulls[1] = 'n';
+		args[2] = CStringGetTextDatum(slot->value);
+	}
 	SPI_execute_with_args("SELECT k.kept_id, c.relname, k.bound, k.check_sql, k.partition_name,"
 						  " GREATEST(k.keep_until OPERATOR(pg_catalog.-) pg_catalog.now(),"
 						  " '0'::pg_catalog.interval)"
@@ -179,7 +199,11 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	slot->bound_sql = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
 	slot->check_sql = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
 	if (!OidIsValid(displaced.partoid))
+	{
 		slot->name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5);
+		/* serialized with the replacements of the partition it becomes */
+		ledger_lock_partition(relid, slot->bound_sql);
+	}
 	remaining = DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6, &isnull));
 
 	memset(&spec, 0, sizeof(spec));

@@ -311,8 +311,10 @@ default_part_name(PartKey *pk)
 }
 
 /*
- * etl_replace_where: copy the rows of relation from (its qualified name)
- * that the condition does not cover, and that match where when given, into
+ * etl_replace_where: copy the rows of relation from (its qualified name; a
+ * DEFAULT partition may be partitioned itself, so not ONLY: a leaf
+ * partition has no children) that the condition does not cover, and that
+ * match where when given, into
  * the new table np, every column but generated ones (those are computed
  * again; identity values are kept as they are).  The rows are read under
  * the target's name, so that the condition may name it.  Returns the
@@ -329,7 +331,7 @@ carry_rows(ReplaceArgs *a, const char *from, const char *where, NewPart *np)
 		if (!a->target->columns[i].generated)
 			appendStringInfo(&cols, "%s%s", cols.len ? ", " : "",
 							 quote_identifier(a->target->columns[i].name));
-	return (int64) sqlb_exec(psprintf("INSERT INTO %s (%s) SELECT %s FROM ONLY %s AS %s"
+	return (int64) sqlb_exec(psprintf("INSERT INTO %s (%s) SELECT %s FROM %s AS %s"
 									  " WHERE (%s) AND NOT coalesce((%s\n), false)",
 									  np->qualname, cols.data, cols.data, from, alias,
 									  where ? where : "true", a->condition));
@@ -1006,7 +1008,7 @@ where_in_partitions(ReplaceArgs *a, const char *fingerprint, ReplaceResult *tota
 
 	if (OidIsValid(a->pk->default_part) &&
 		sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM"
-								" (SELECT FROM ONLY %s AS %s WHERE (%s\n) LIMIT 1) x",
+								" (SELECT FROM %s AS %s WHERE (%s\n) LIMIT 1) x",
 								default_part_name(a->pk), alias, a->condition)) > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
