@@ -143,13 +143,14 @@ SELECT * FROM dups.err($$SELECT * FROM etl_upsert_batch('dups.big',
     'SELECT g AS id, ''w'' || (g + 2) AS v, 2 AS ts FROM generate_series(1, 20000) g UNION ALL SELECT 777, ''other'', 2')$$);
 -- Beyond work_mem the key hashes go to temporary files by their top bits
 -- (4 files at 64kB); a file of more than 8,192 is split again by the next
--- bits.  100,000 distinct keys: every file is split once.
+-- bits.  40,000 distinct keys (about 10,000 a file): every file is split
+-- once.
 CREATE TABLE dups.huge (id int PRIMARY KEY, v text, ts int);
 SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.huge',
-    'SELECT g AS id, ''h'' || g AS v, 1 AS ts FROM generate_series(1, 100000) g');
+    'SELECT g AS id, ''h'' || g AS v, 1 AS ts FROM generate_series(1, 40000) g');
 -- one differing duplicate among them, last: found in a split file, 21000
 SELECT * FROM dups.err($$SELECT * FROM etl_upsert_batch('dups.huge',
-    'SELECT g AS id, ''h'' || g AS v, 1 AS ts FROM generate_series(1, 100000) g UNION ALL SELECT 99999, ''other'', 1')$$);
+    'SELECT g AS id, ''h'' || g AS v, 1 AS ts FROM generate_series(1, 40000) g UNION ALL SELECT 39999, ''other'', 1')$$);
 -- 10,000 rows of one key after 20,000 others: its file is split down to the
 -- last bit and still holds them all; exact copies are one row
 SELECT inserted, updated, unchanged FROM etl_upsert_batch('dups.huge',
