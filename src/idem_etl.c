@@ -184,7 +184,9 @@ _PG_init(void)
  * keys of the ledger and of partition bounds, and must not depend on
  * DateStyle, nor lose digits (extra_float_digits 0 or less rounds
  * 0.30000000000000004 to 0.3, another value).  Only the output style
- * changes, not how input is read.
+ * changes, not how input is read; the source query runs with it too (a
+ * cast to text in it prints in these styles: README, How a partition is
+ * replaced).
  */
 int
 idem_canonical_output(void)

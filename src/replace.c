@@ -18,6 +18,7 @@
 #include "access/table.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_constraint.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -341,7 +342,10 @@ carry_rows(ReplaceArgs *a, const char *from, const char *where, NewPart *np)
  * Take an EXCLUSIVE lock on relid, whose rows are about to be copied: its
  * writers wait from here to the end of the transaction (readers do not),
  * and the copy's snapshot, taken after this wait, sees what the writers
- * before committed.
+ * before committed.  A partitioned DEFAULT partition's own partitions are
+ * locked too: a writer addressing one of them directly takes no lock on
+ * its parent, and a row it committed between the copy and the delete that
+ * follows would be lost.
  */
 static void
 lock_for_carry(Oid relid)
@@ -350,6 +354,12 @@ lock_for_carry(Oid relid)
 	{
 		progress_phase("waiting for lock", -1);
 		LockRelationOid(relid, ExclusiveLock);
+		progress_phase("staging", -1);
+	}
+	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+	{
+		progress_phase("waiting for lock", -1);
+		(void) find_all_inheritors(relid, ExclusiveLock, NULL);
 		progress_phase("staging", -1);
 	}
 }
