@@ -505,7 +505,6 @@ hashes_end(BatchHashes *bh, Stage *stage)
 {
 	stage->null_key_rows = bh->null_key_rows;
 	stage->key_check = bh->keys;
-	stage->nkey_hashes = bh->keys ? keycheck_count(bh->keys) : 0;
 	stage->sum[0] = bh->sum[0];
 	stage->sum[1] = bh->sum[1];
 }
@@ -808,7 +807,7 @@ stage_keys_distinct(Stage *stage)
 	if (stage->key_check == NULL)
 		return false;
 	/* not every staged row hashed: NULL keys under NULLS NOT DISTINCT */
-	distinct = stage->nkey_hashes == stage->nrows - stage->ncollapsed &&
+	distinct = keycheck_count(stage->key_check) == stage->nrows - stage->ncollapsed &&
 		keycheck_distinct(stage->key_check);
 	keycheck_end(stage->key_check);
 	stage->key_check = NULL;

@@ -43,8 +43,8 @@ typedef struct Stage
 	uint64		sum[2];
 	/* ... and for the key checks of dedup.c: */
 	int64		null_key_rows;	/* rows with a NULL in a key column */
-	int64		nkey_hashes;	/* one hash per non-NULL key, */
-	struct KeyCheck *key_check;	/* checked by stage_keys_distinct */
+	struct KeyCheck *key_check;	/* a hash per non-NULL key, checked by
+								 * stage_keys_distinct */
 } Stage;
 
 /* The rows of one value in a staged relation sorted on it (stage_runs). */
