@@ -20,6 +20,7 @@ OBJS = \
 	src/swap.o \
 	src/kept.o \
 	src/replace.o \
+	src/replace_where.o \
 	src/upsert.o \
 	src/audit.o \
 	src/progress.o \

@@ -1,9 +1,9 @@
 /*
  * replace.c
- *		etl_replace_partition, etl_replace_partitions and etl_replace_where:
- *		replace one run value's data (or the rows of a condition, or a slice
- *		of a partition) as a whole, so that a rerun can never append to it or
- *		half-overwrite it.
+ *		etl_replace_partition and etl_replace_partitions: replace one run
+ *		value's data as a whole, so that a rerun can never append to it or
+ *		half-overwrite it; and replace_slot, one partition rebuilt, which
+ *		etl_replace_where (replace_where.c) uses too.
  *
  * For a partitioned target the new contents go into a fresh table shaped
  * like the partition, which is indexed, checked and constrained before a
@@ -39,6 +39,7 @@
 #include "newpart.h"
 #include "partmap.h"
 #include "relinfo.h"
+#include "replace.h"
 #include "sql_build.h"
 #include "stage.h"
 #include "swap.h"
@@ -48,34 +49,9 @@ PG_FUNCTION_INFO_V1(etl_replace_partitions);
 
 #define OPERATION "replace_partition"
 
-typedef struct ReplaceArgs
-{
-	TargetInfo *target;
-	PartKey    *pk;
-	Stage	   *stage;			/* the source, planned */
-	Interval   *granularity;
-	Interval   *keep;			/* NULL: drop replaced data at commit */
-	char	   *run_key;
-	char	   *expect;			/* audit of the new rows, or NULL */
-	double		min_ratio;		/* refuse to shrink below, 0: off */
-	bool		allow_shrink;
-	char	   *condition;		/* etl_replace_where: the rows replaced */
-} ReplaceArgs;
-
-typedef struct ReplaceResult
-{
-	int64		run_id;
-	Oid			partition;
-	int64		loaded;
-	int64		replaced;
-	bool		skipped;
-} ReplaceResult;
-
-static int64 where_run(ReplaceArgs *a, char *run_key, LedgerRun *run, ReplaceResult *total);
-
 /* keep_replaced, else idem_etl.keep_replaced; NULL when nothing is kept */
-static Interval *
-keep_interval(FunctionCallInfo fcinfo, int n)
+Interval *
+replace_keep_interval(FunctionCallInfo fcinfo, int n)
 {
 	Interval   *keep;
 
@@ -112,7 +88,7 @@ replace_setup(ReplaceArgs *a, FunctionCallInfo fcinfo, int first)
 	a->target = target_open(PG_GETARG_OID(0), ACL_SELECT | ACL_INSERT | ACL_DELETE);
 	target_check_row_security(a->target->relid);
 	a->granularity = PG_ARGISNULL(first + 2) ? NULL : PG_GETARG_INTERVAL_P(first + 2);
-	a->keep = keep_interval(fcinfo, first + 3);
+	a->keep = replace_keep_interval(fcinfo, first + 3);
 	a->pk = partmap_key(a->target, idem_text_arg(fcinfo, first + 1));
 	a->stage = stage_plan(a->target, idem_text_arg(fcinfo, first));
 	if (!stage_has_column(a->stage, a->pk->column->name))
@@ -203,8 +179,8 @@ expectation_text(ReplaceArgs *a)
 	return a->expect;
 }
 
-static void
-start_run(LedgerRun *run, ReplaceArgs *a, const char *value, const char *bound,
+void
+replace_start_run(LedgerRun *run, ReplaceArgs *a, const char *value, const char *bound,
 		  const char *table)
 {
 	memset(run, 0, sizeof(LedgerRun));
@@ -304,8 +280,8 @@ check_referencing_rows(ReplaceArgs *a, PartSlot *slot, const char *schema)
 }
 
 /* The default partition's qualified name. */
-static const char *
-default_part_name(PartKey *pk)
+const char *
+replace_default_part_name(PartKey *pk)
 {
 	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(pk->default_part)),
 									  get_rel_name(pk->default_part));
@@ -392,7 +368,7 @@ load_staged(NewPart *np, Stage *loaded, const char *extra_cols,
  * split by partition (etl_replace_partitions), whose fingerprint and
  * number of rows the caller computed in its one pass over the batch.
  */
-static void
+void
 replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerprint,
 			 int64 nrows, ReplaceResult *r)
 {
@@ -406,7 +382,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 	int64		carried = 0;
 
 	memset(r, 0, sizeof(ReplaceResult));
-	start_run(&run, a, slot->value, slot->bound_sql,
+	replace_start_run(&run, a, slot->value, slot->bound_sql,
 			  quote_qualified_identifier(get_namespace_name(get_rel_namespace(a->target->relid)),
 										 slot->name));
 	if (OidIsValid(slot->partoid))
@@ -455,7 +431,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 			carried = carry_rows(a, psprintf("%s.%s", np->schema, quote_identifier(slot->name)),
 								 NULL, np);
 		else if (OidIsValid(a->pk->default_part))
-			carried = carry_rows(a, default_part_name(a->pk), slot->check_sql, np);
+			carried = carry_rows(a, replace_default_part_name(a->pk), slot->check_sql, np);
 		run.batch_rows = loaded.nrows;
 		run.fingerprint = fingerprint;
 	}
@@ -494,7 +470,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 	}
 	else if (OidIsValid(a->pk->default_part))
 		r->replaced = (int64) sqlb_exec(psprintf("DELETE FROM %s WHERE %s",
-												 default_part_name(a->pk), slot->check_sql)) - carried;
+												 replace_default_part_name(a->pk), slot->check_sql)) - carried;
 
 	memset(&spec, 0, sizeof(spec));
 	spec.parent = a->target;
@@ -535,7 +511,7 @@ replace_in_table(ReplaceArgs *a, const char *value, ReplaceResult *r)
 	bound = partmap_value_check(a->pk, value);
 	memset(r, 0, sizeof(ReplaceResult));
 	ledger_lock_partition(a->target->relid, bound);
-	start_run(&run, a, value, bound, a->target->qualname);
+	replace_start_run(&run, a, value, bound, a->target->qualname);
 	progress_phase("staging", -1);
 	stage_load(&batch, a->target, NULL, false, NULL);
 	audit_expect(a->expect, batch.name, a->target->relname);
@@ -660,7 +636,7 @@ replace_table_values(ReplaceArgs *a, Tuplestorestate *store, TupleDesc desc)
 		char	   *value = partmap_normalize(a->pk, runs[i].text);
 		char	   *bound = partmap_value_check(a->pk, value);
 
-		start_run(&ledger[i], a, value, bound, a->target->qualname);
+		replace_start_run(&ledger[i], a, value, bound, a->target->qualname);
 		ledger[i].batch_rows = runs[i].nrows;
 		ledger[i].fingerprint = stage_fingerprint(runs[i].sum, runs[i].nrows,
 												  replace_options(a->stage, bound));
@@ -847,7 +823,7 @@ replace_value(ReplaceArgs *a, const char *value, ReplaceResult *r)
 		memset(&total, 0, sizeof(total));
 		a->condition = slice;
 		memset(r, 0, sizeof(ReplaceResult));
-		r->run_id = where_run(a, a->run_key, &run, &total);
+		r->run_id = replace_where_run(a, a->run_key, &run, &total);
 		r->loaded = total.loaded;
 		r->replaced = total.replaced;
 		r->skipped = run.skipped;
@@ -936,227 +912,4 @@ etl_replace_partitions(PG_FUNCTION_ARGS)
 	SPI_finish();
 	AtEOXact_GUC(true, nestlevel);
 	return (Datum) 0;
-}
-
-/*
- * Delta Lake's replaceWhere: the rows of target satisfying condition are
- * replaced, atomically, by the rows of source, each of which must satisfy
- * it too (23514 otherwise).  A plain table: one statement deletes and
- * inserts.  A partitioned table: every partition holding rows the condition
- * covers, or receiving rows of the source, is rebuilt as a fresh table (the
- * source's rows of that partition plus its rows the condition does not
- * cover) and swapped in, the rest left untouched: no dead tuples, the
- * parent locked only for the swaps.  With run_key, skips and corrections
- * are keyed by the condition's text.
- */
-PG_FUNCTION_INFO_V1(etl_replace_where);
-
-/* Every source row satisfies the condition, or 23514 with one of them. */
-static void
-check_source_inside(ReplaceArgs *a)
-{
-	const char *alias = quote_identifier(a->target->relname);
-	int64		outside;
-
-	sqlb_exec(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8, pg_catalog.min(%s::pg_catalog.text)"
-					   " FROM %s AS %s WHERE NOT coalesce((%s\n), false)",
-					   alias, a->stage->name, alias, a->condition));
-	outside = sqlb_result_int8(1);
-	if (outside > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_CHECK_VIOLATION),
-				 errmsg("%lld row(s) of the source do not satisfy the condition", (long long) outside),
-				 errdetail("The condition is %s; one such row is %s.", a->condition,
-						   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2)),
-				 errhint("Filter the source with the same condition, or widen the condition.")));
-}
-
-/* A plain table: one statement deletes the covered rows, inserts the new. */
-static void
-where_in_table(ReplaceArgs *a, ReplaceResult *r)
-{
-	const char *alias = quote_identifier(a->target->relname);
-	StringInfoData sql;
-
-	if (a->min_ratio > 0 && !a->allow_shrink)
-		audit_shrink(a->min_ratio, false, a->stage->nrows,
-					 sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM ONLY %s AS %s"
-											 " WHERE (%s\n)", a->target->qualname, alias, a->condition)),
-					 a->target->relname, "the rows of the condition");
-	progress_phase("deleting", -1);
-	/* the insert reads the delete's count first: the delete runs first */
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "WITH idem_deleted AS (DELETE FROM ONLY %s AS %s WHERE (%s\n) RETURNING 1),"
-					 " idem_count AS (SELECT pg_catalog.count(*)::pg_catalog.int8 AS n FROM idem_deleted),"
-					 " idem_inserted AS (INSERT INTO %s (",
-					 a->target->qualname, alias, a->condition, a->target->qualname);
-	sqlb_append_columns(&sql, NULL, a->stage->columns, a->stage->ncolumns);
-	appendStringInfoString(&sql, ") SELECT ");
-	sqlb_append_columns(&sql, "s", a->stage->columns, a->stage->ncolumns);
-	appendStringInfo(&sql, " FROM %s AS s, idem_count RETURNING 1)"
-					 " SELECT (SELECT n FROM idem_count),"
-					 " (SELECT pg_catalog.count(*)::pg_catalog.int8 FROM idem_inserted)",
-					 a->stage->name);
-	sqlb_exec(sql.data);
-	r->replaced = sqlb_result_int8(1);
-	r->loaded = sqlb_result_int8(2);
-}
-
-/*
- * A partitioned table: the partitions to rebuild are those holding covered
- * rows and those the source's rows fall in, each found from one value of
- * its own, in the order of those values.
- */
-static void
-where_in_partitions(ReplaceArgs *a, const char *fingerprint, ReplaceResult *total)
-{
-	const char *alias = quote_identifier(a->target->relname);
-	const char *col = quote_identifier(a->pk->column->name);
-	List	   *done = NIL;
-	uint64		n;
-	SPITupleTable *values;
-
-	if (OidIsValid(a->pk->default_part) &&
-		sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM"
-								" (SELECT FROM %s AS %s WHERE (%s\n) LIMIT 1) x",
-								default_part_name(a->pk), alias, a->condition)) > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("the condition covers rows of the default partition of \"%s\"", a->target->relname),
-				 errdetail("etl_replace_where rebuilds the partitions it touches, and a default partition holds values of many of them."),
-				 errhint("Move those rows into partitions of their own first.")));
-
-	sqlb_exec(psprintf("SELECT v::pg_catalog.text FROM ("
-					   " SELECT DISTINCT ON (tableoid) %s AS v FROM %s AS %s WHERE (%s\n)"
-					   " UNION SELECT %s FROM %s) x ORDER BY v",
-					   col, a->target->qualname, alias, a->condition, col, a->stage->name));
-	n = SPI_processed;
-	values = SPI_tuptable;
-	for (uint64 i = 0; i < n; i++)
-	{
-		char	   *value = SPI_getvalue(values->vals[i], values->tupdesc, 1);
-		PartSlot   *slot;
-		ReplaceResult r;
-
-		CHECK_FOR_INTERRUPTS();
-		if (list_member_oid(done, partmap_find(a->target, a->pk, value)))
-			continue;
-		slot = partmap_slot_locked(a->target, a->pk, value, NULL);
-		replace_slot(a, slot, NULL, fingerprint, 0, &r);
-		done = lappend_oid(done, r.partition);
-		total->loaded += r.loaded;
-		total->replaced += r.replaced;
-	}
-}
-
-/*
- * Replace the rows of a->condition by the source's (staged here), with
- * run_key's skip or correction; records the run (*run) and returns its id.
- */
-static int64
-where_run(ReplaceArgs *a, char *run_key, LedgerRun *run, ReplaceResult *total)
-{
-	LedgerPartPrior prior;
-	char	   *bound;
-	StringInfoData opts;
-
-	progress_phase("staging", -1);
-	stage_load(a->stage, a->target, NULL, false, NULL);
-	audit_expect(a->expect, a->stage->name, a->target->relname);
-	check_source_inside(a);
-
-	/* calls for one condition run one after the other */
-	bound = psprintf("WHERE %s", a->condition);
-	ledger_lock_key(a->target->relid, "replace_where", bound);
-	initStringInfo(&opts);
-	for (int i = 0; i < a->stage->ncolumns; i++)
-		appendStringInfo(&opts, "col %zu:%s\n", strlen(a->stage->columns[i]), a->stage->columns[i]);
-	appendStringInfo(&opts, "where %zu:%s\n", strlen(a->condition), a->condition);
-
-	a->run_key = run_key;
-	start_run(run, a, a->condition, bound, a->target->qualname);
-	run->operation = "replace_where";
-	run->batch_rows = a->stage->nrows;
-	run->fingerprint = stage_batch_fingerprint(a->stage, opts.data);
-	if (run_key)
-	{
-		prior = ledger_where_prior(a->target->relid, run_key, bound);
-		if (prior.applied != 0 && prior.changed_by == 0 &&
-			strcmp(prior.fingerprint, run->fingerprint) == 0)
-		{
-			ereport(NOTICE,
-					(errmsg("skipping replacement of the rows of \"%s\" where %s: run %lld already has the same rows for run_key \"%s\"",
-							a->target->relname, a->condition, (long long) prior.applied, run_key),
-					 errdetail("Nothing was rewritten.")));
-			run->skipped = true;
-		}
-		else if (prior.applied != 0)
-			run->corrects = prior.applied;
-	}
-	if (!run->skipped)
-	{
-		/* the partitions' own runs are changes, not runs of this run_key */
-		a->run_key = NULL;
-		if (a->pk)
-			where_in_partitions(a, run->fingerprint, total);
-		else
-			where_in_table(a, total);
-		run->rows_loaded = total->loaded;
-		run->rows_replaced = total->replaced;
-	}
-	stage_drop(a->stage->staged);
-	return ledger_record(run);
-}
-
-Datum
-etl_replace_where(PG_FUNCTION_ARGS)
-{
-	ReplaceArgs a;
-	ReplaceResult total;
-	LedgerRun	run;
-	char	   *run_key;
-	int64		run_id;
-	Datum		values[4];
-	bool		nulls[4] = {false, false, false, false};
-	int			nestlevel;
-
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("target, condition and source must not be NULL")));
-	nestlevel = idem_canonical_output();
-	SPI_connect();
-	memset(&a, 0, sizeof(a));
-	memset(&total, 0, sizeof(total));
-	run_key = idem_text_arg(fcinfo, 4);
-	ledger_check_length("run_key", run_key);
-	a.condition = idem_text_arg(fcinfo, 1);
-	sqlb_check_expression(a.condition, "condition");
-	a.expect = idem_text_arg(fcinfo, 5);
-	audit_check_syntax(a.expect);
-	a.min_ratio = audit_ratio(fcinfo, 6);
-	a.allow_shrink = !idem_arg_isnull(fcinfo, 7) && PG_GETARG_BOOL(7);
-	swap_serialize(PG_GETARG_OID(0));
-	a.target = target_open(PG_GETARG_OID(0), ACL_SELECT | ACL_INSERT | ACL_DELETE);
-	target_check_row_security(a.target->relid);
-	a.keep = keep_interval(fcinfo, 3);
-	if (a.target->relkind == RELKIND_PARTITIONED_TABLE)
-		a.pk = partmap_key(a.target, NULL);
-	a.stage = stage_plan(a.target, idem_text_arg(fcinfo, 2));
-	if (a.pk && !stage_has_column(a.stage, a.pk->column->name))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("partition column \"%s\" is missing from the source", a.pk->column->name),
-				 errhint("Add \"%s\" to the source query's select list.", a.pk->column->name)));
-	progress_start("replace_where", a.target->qualname, run_key);
-
-	run_id = where_run(&a, run_key, &run, &total);
-	values[0] = Int64GetDatum(run_id);
-	values[1] = Int64GetDatum(total.loaded);
-	values[2] = Int64GetDatum(total.replaced);
-	values[3] = BoolGetDatum(run.skipped);
-	progress_end();
-	SPI_finish();
-	AtEOXact_GUC(true, nestlevel);
-	return idem_return_row(fcinfo, values, nulls);
 }
