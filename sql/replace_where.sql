@@ -113,6 +113,29 @@ INSERT INTO rw.sub VALUES ('2026-12-03', 'covered, in the default');
 SELECT * FROM rw.err($$SELECT * FROM etl_replace_where('rw.sub', 'd = ''2026-12-03''',
     'SELECT ''2026-12-03''::date AS d, ''x'' AS v')$$);
 
+-- a NULL partition value (the server crashed on a LIST partition holding
+-- NULL, and a RANGE table's NULL source row was dropped without a word into
+-- a new partition for 2000-01-01)
+CREATE TABLE rw.ln (k text, v int) PARTITION BY LIST (k);
+CREATE TABLE rw.ln_null PARTITION OF rw.ln FOR VALUES IN (NULL, 'z');
+CREATE TABLE rw.ln_y PARTITION OF rw.ln FOR VALUES IN ('y');
+INSERT INTO rw.ln VALUES (NULL, 1), ('z', 3), ('z', 1), ('y', 1), (NULL, 5);
+-- a source row without a value: 23514, as etl_replace_partitions
+SELECT * FROM rw.err($$SELECT * FROM etl_replace_where('rw.ln', 'v = 1',
+    'SELECT NULL::text AS k, 1 AS v')$$);
+-- covered rows with NULL are replaced with their partition's other rows
+SELECT rows_loaded, rows_replaced FROM etl_replace_where('rw.ln', 'v = 1',
+    $$SELECT 'z'::text AS k, 1 AS v$$);
+SELECT tableoid::regclass, * FROM rw.ln ORDER BY 1, 2, 3;
+-- a partition of which the condition covers only NULLs cannot be found
+SELECT * FROM rw.err($$SELECT * FROM etl_replace_where('rw.ln', 'k IS NULL',
+    'SELECT ''z''::text AS k, 1 AS v WHERE false')$$);
+CREATE TABLE rw.rn (d date, v int) PARTITION BY RANGE (d);
+CREATE TABLE rw.rn_1 PARTITION OF rw.rn FOR VALUES FROM ('2026-01-01') TO ('2026-02-01');
+SELECT * FROM rw.err($$SELECT * FROM etl_replace_where('rw.rn', 'v = 1',
+    'SELECT NULL::date AS d, 1 AS v')$$);
+SELECT relname FROM pg_class WHERE relname LIKE 'rn%' AND relnamespace = 'rw'::regnamespace ORDER BY 1;
+
 SET client_min_messages = warning;
 DROP SCHEMA rw CASCADE;
 DROP EXTENSION idem_etl;

@@ -864,6 +864,27 @@ etl_replace_partition(PG_FUNCTION_ARGS)
 }
 
 /*
+ * A staged source whose rows are sorted into partitions by their value
+ * (etl_replace_partitions, etl_replace_where) must have one in every row:
+ * 23514 otherwise, before anything changes.
+ */
+void
+replace_refuse_null_values(ReplaceArgs *a)
+{
+	int64		nulls;
+
+	nulls = sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s WHERE %s IS NULL",
+									a->stage->name, quote_identifier(a->pk->column->name)));
+	if (nulls > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("%lld row(s) of the source have no value in partition column \"%s\"",
+						(long long) nulls, a->pk->column->name),
+				 errdetail("One offending value is NULL."),
+				 errhint("Filter out or fill in those rows in the source query.")));
+}
+
+/*
  * Dynamic overwrite: every partition the source has rows for is replaced
  * with those rows, the others are left alone, all in the caller's
  * transaction.  The source is staged once and read in one pass; partitions
@@ -875,8 +896,6 @@ etl_replace_partitions(PG_FUNCTION_ARGS)
 	ReplaceArgs a;
 	TupleDesc	desc;
 	Tuplestorestate *store;
-	const char *col;
-	int64		nulls;
 	int			nestlevel;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
@@ -888,20 +907,11 @@ etl_replace_partitions(PG_FUNCTION_ARGS)
 	SPI_connect();
 	replace_setup(&a, fcinfo, 1);
 	progress_start("replace_partitions", a.target->qualname, a.run_key);
-	col = quote_identifier(a.pk->column->name);
 
 	progress_phase("staging", -1);
 	stage_load(a.stage, a.target, NULL, false, NULL);
 	audit_expect(a.expect, a.stage->name, a.target->relname);
-	nulls = sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s WHERE %s IS NULL",
-									a.stage->name, col));
-	if (nulls > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_CHECK_VIOLATION),
-				 errmsg("%lld row(s) of the source have no value in partition column \"%s\"",
-						(long long) nulls, a.pk->column->name),
-				 errdetail("One offending value is NULL."),
-				 errhint("Filter out or fill in those rows in the source query.")));
+	replace_refuse_null_values(&a);
 
 	if (a.pk->strategy == 0)
 		replace_table_values(&a, store, desc);

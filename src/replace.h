@@ -41,6 +41,7 @@ extern Interval *replace_keep_interval(FunctionCallInfo fcinfo, int n);
 extern void replace_start_run(LedgerRun *run, ReplaceArgs *a, const char *value,
 							  const char *bound, const char *table);
 extern const char *replace_default_part_name(PartKey *pk);
+extern void replace_refuse_null_values(ReplaceArgs *a);
 extern void replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g,
 						 const char *fingerprint, int64 nrows, ReplaceResult *r);
 extern int64 replace_where_run(ReplaceArgs *a, char *run_key, LedgerRun *run,

@@ -111,10 +111,17 @@ where_in_partitions(ReplaceArgs *a, const char *fingerprint, ReplaceResult *tota
 				 errdetail("etl_replace_where rebuilds the partitions it touches, and a default partition holds values of many of them."),
 				 errhint("Move those rows into partitions of their own first.")));
 
+	replace_refuse_null_values(a);
+
+	/*
+	 * A partition is found from a value; of a LIST partition that holds
+	 * NULL, a covered row that has one, if any.
+	 */
 	sqlb_exec(psprintf("SELECT v::pg_catalog.text FROM ("
-					   " SELECT DISTINCT ON (tableoid) %s AS v FROM %s AS %s WHERE (%s\n)"
+					   " (SELECT DISTINCT ON (tableoid) %s AS v FROM %s AS %s WHERE (%s\n)"
+					   " ORDER BY tableoid, %s IS NULL)"
 					   " UNION SELECT %s FROM %s) x ORDER BY v",
-					   col, a->target->qualname, alias, a->condition, col, a->stage->name));
+					   col, a->target->qualname, alias, a->condition, col, col, a->stage->name));
 	n = SPI_processed;
 	values = SPI_tuptable;
 	for (uint64 i = 0; i < n; i++)
@@ -124,6 +131,14 @@ where_in_partitions(ReplaceArgs *a, const char *fingerprint, ReplaceResult *tota
 		ReplaceResult r;
 
 		CHECK_FOR_INTERRUPTS();
+		if (value == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot find the partition of rows of \"%s\" whose partition column \"%s\" is NULL",
+							a->target->relname, a->pk->column->name),
+					 errdetail("etl_replace_where finds each partition it rebuilds from a value of the rows the condition covers, and of this one it covers only NULLs."),
+					 errhint("Narrow the condition to rows with a value in \"%s\", and delete the others with DELETE.",
+							 a->pk->column->name)));
 		if (list_member_oid(done, partmap_find(a->target, a->pk, value)))
 			continue;
 		slot = partmap_slot_locked(a->target, a->pk, value, NULL);
@@ -150,7 +165,16 @@ replace_where_run(ReplaceArgs *a, char *run_key, LedgerRun *run, ReplaceResult *
 	audit_expect(a->expect, a->stage->name, a->target->relname);
 	check_source_inside(a);
 
-	/* calls for one condition run one after the other */
+	/*
+	 * Calls for one condition run one after the other.  On a plain table,
+	 * replacements of any of its rows do too (as etl_replace_partitions):
+	 * two conditions, or a condition and a value, may cover the same rows,
+	 * and a DELETE that waited for another call's cannot see the rows that
+	 * call inserted.  (A partitioned table's are serialized by
+	 * swap_serialize.)
+	 */
+	if (a->pk == NULL)
+		ledger_lock_partitions(a->target->relid);
 	bound = psprintf("WHERE %s", a->condition);
 	ledger_lock_key(a->target->relid, "replace_where", bound);
 	initStringInfo(&opts);
