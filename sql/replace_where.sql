@@ -79,6 +79,20 @@ SELECT count(*) AS november_rows, count(*) FILTER (WHERE d = '2026-11-05') AS on
   FROM rw.events_202611;
 SELECT skipped FROM etl_replace_partition('rw.events', '2026-11-05',
     $$SELECT '2026-11-05'::date AS d, 7 AS id, 'slice' AS v$$, granularity => '1 day', run_key => 's');
+-- etl_replace_partitions does not slice: 0A000 (it replaced the whole
+-- month with the source's one day, the other days lost without a word)
+SELECT * FROM rw.err($$SELECT * FROM etl_replace_partitions('rw.events',
+    'SELECT ''2026-11-05''::date AS d, 8 AS id, ''x'' AS v', granularity => '1 day')$$);
+SELECT count(*) AS november_rows FROM rw.events_202611;
+-- a granularity wider than the partition holding the value replaces that
+-- partition alone (it replaced the whole month of days, calling it a slice)
+CREATE TABLE rw.days (d date NOT NULL, v int) PARTITION BY RANGE (d);
+CREATE TABLE rw.days_1 PARTITION OF rw.days FOR VALUES FROM ('2026-11-01') TO ('2026-11-02');
+CREATE TABLE rw.days_2 PARTITION OF rw.days FOR VALUES FROM ('2026-11-02') TO ('2026-11-03');
+INSERT INTO rw.days VALUES ('2026-11-01', 1), ('2026-11-02', 2);
+SELECT rows_loaded, rows_replaced FROM etl_replace_partition('rw.days', '2026-11-02',
+    $$SELECT '2026-11-02'::date AS d, 20 AS v$$, granularity => '1 month');
+SELECT tableoid::regclass, * FROM rw.days ORDER BY d;
 
 -- audited like the other loads
 SELECT * FROM rw.err($$SELECT * FROM etl_replace_where('rw.events', 'd = ''2026-11-03''',

@@ -153,6 +153,9 @@ value_datum(PartKey *pk, const char *value)
 	int			level = -1;
 	Datum		d;
 
+	/* callers refuse NULL values first: none has a partition found by it */
+	if (value == NULL)
+		elog(ERROR, "no partition is found by a NULL value");
 	if (pk->column->typid == TIMESTAMPTZOID)
 		level = zone_push(idem_partition_time_zone);
 	getTypeInputInfo(pk->column->typid, &typinput, &typioparam);
@@ -300,6 +303,23 @@ bound_check(PartKey *pk, PartitionBoundSpec *spec)
 	}
 }
 
+/* Partition partoid's bound; NULL when it is not a partition. */
+static PartitionBoundSpec *
+bound_spec(Oid partoid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(partoid));
+	bool		isnull;
+	Datum		d;
+	PartitionBoundSpec *spec;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", partoid);
+	d = SysCacheGetAttr(RELOID, tup, Anum_pg_class_relpartbound, &isnull);
+	spec = isnull ? NULL : stringToNode(TextDatumGetCString(d));
+	ReleaseSysCache(tup);
+	return spec;
+}
+
 /*
  * The finite lower and upper bound values of RANGE partition partoid; false
  * for the default partition and for MINVALUE/MAXVALUE bounds.
@@ -307,18 +327,10 @@ bound_check(PartKey *pk, PartitionBoundSpec *spec)
 static bool
 finite_range(Oid partoid, Datum *lo, Datum *hi)
 {
-	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(partoid));
-	bool		isnull;
-	Datum		d;
-	PartitionBoundSpec *spec;
+	PartitionBoundSpec *spec = bound_spec(partoid);
 	PartitionRangeDatum *l;
 	PartitionRangeDatum *h;
 
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", partoid);
-	d = SysCacheGetAttr(RELOID, tup, Anum_pg_class_relpartbound, &isnull);
-	spec = isnull ? NULL : stringToNode(TextDatumGetCString(d));
-	ReleaseSysCache(tup);
 	if (spec == NULL || spec->is_default)
 		return false;
 	l = linitial_node(PartitionRangeDatum, spec->lowerdatums);
@@ -722,10 +734,42 @@ partmap_find(TargetInfo *target, PartKey *pk, const char *value)
  * name of the one to create.
  */
 /*
+ * Whether RANGE partition partoid of rel holds the whole of [lower, upper)
+ * (MINVALUE and MAXVALUE bounds unbounded), compared as the partition key
+ * compares.
+ */
+static bool
+range_holds(Relation rel, PartKey *pk, Oid partoid, const char *lower, const char *upper)
+{
+	PartitionKey key = RelationGetPartitionKey(rel);
+	PartitionBoundSpec *spec = bound_spec(partoid);
+	PartitionRangeDatum *l;
+	PartitionRangeDatum *h;
+
+	if (spec == NULL || spec->is_default)
+		return false;
+	l = linitial_node(PartitionRangeDatum, spec->lowerdatums);
+	h = linitial_node(PartitionRangeDatum, spec->upperdatums);
+	if (l->kind == PARTITION_RANGE_DATUM_MAXVALUE || h->kind == PARTITION_RANGE_DATUM_MINVALUE)
+		return false;
+	if (l->kind == PARTITION_RANGE_DATUM_VALUE &&
+		DatumGetInt32(FunctionCall2Coll(&key->partsupfunc[0], key->partcollation[0],
+										castNode(Const, l->value)->constvalue,
+										value_datum(pk, lower))) > 0)
+		return false;
+	if (h->kind == PARTITION_RANGE_DATUM_VALUE &&
+		DatumGetInt32(FunctionCall2Coll(&key->partsupfunc[0], key->partcollation[0],
+										value_datum(pk, upper),
+										castNode(Const, h->value)->constvalue)) > 0)
+		return false;
+	return true;
+}
+
+/*
  * The constraint of the slice [value's granule, + granularity) of a RANGE
  * key, aligned as a new partition of that width would be, and the slice as
- * "[lower, upper)" in *range; NULL when slot's partition is exactly that
- * slice (nothing narrower to replace).
+ * "[lower, upper)" in *range; NULL when slot's partition is not wider than
+ * that slice (nothing narrower to replace).
  */
 char *
 partmap_slice_check(TargetInfo *target, PartKey *pk, PartSlot *slot,
@@ -744,11 +788,15 @@ partmap_slice_check(TargetInfo *target, PartKey *pk, PartSlot *slot,
 	rel = table_open(target->relid, NoLock);
 	new_range_bounds(target, pk, RelationGetPartitionDesc(rel, true), slot->value,
 					 granularity, &lower, &upper);
-	table_close(rel, NoLock);
 	check = range_check(pk, lower, upper);
 	*range = psprintf("[%s, %s)", lower, upper);
+	/* a partition as narrow as the slice, or narrower, is replaced whole */
+	if (strcmp(check, slot->check_sql) == 0 ||
+		!range_holds(rel, pk, slot->partoid, lower, upper))
+		check = NULL;
+	table_close(rel, NoLock);
 	utc_pop(level);
-	return strcmp(check, slot->check_sql) == 0 ? NULL : check;
+	return check;
 }
 
 /* A value of the partition column, as a bound's constant. */

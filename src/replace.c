@@ -755,6 +755,16 @@ replace_partitions(ReplaceArgs *a, Tuplestorestate *store, TupleDesc desc)
 		else
 		{
 			PartSlot   *slot = partmap_slot(a->target, a->pk, runs[i].text, a->granularity);
+			char	   *range = NULL;
+
+			if (partmap_slice_check(a->target, a->pk, slot, a->granularity, &range) != NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("partition \"%s\" of \"%s\" is wider than granularity",
+								slot->name, a->target->relname),
+						 errdetail("etl_replace_partitions replaces whole partitions, and granularity makes slices of this one, such as %s.",
+								   range),
+						 errhint("Replace the slice with etl_replace_partition, or leave granularity NULL to replace the whole partition.")));
 
 			for (int j = nslots - 1; j >= 0 && s < 0; j--)
 				if (strcmp(slots[j]->bound_sql, slot->bound_sql) == 0)
