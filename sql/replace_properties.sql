@@ -48,11 +48,28 @@ $$;
 SELECT 't_1' AS p, * FROM rprop.props('rprop.t_1') UNION ALL SELECT 't_2', * FROM rprop.props('rprop.t_2');
 SELECT rows_loaded FROM etl_replace_partition('rprop.t', '2026-11-01', $$SELECT '2026-11-01'::date AS d, 1 AS id, 'a' AS v, 'b' AS w$$);
 SELECT rows_loaded FROM etl_replace_partition('rprop.t', '2026-11-02', $$SELECT '2026-11-02'::date AS d, 1 AS id, 'a' AS v, 'b' AS w$$);
--- the same, after the swaps (extended statistics are named after the new table)
-SELECT 't_1' AS p, persistence, replica_identity, replica_index, v_stattarget, w_storage, w_compression,
-       ext_stats IS NOT NULL AS has_ext_stats FROM rprop.props('rprop.t_1')
-UNION ALL SELECT 't_2', persistence, replica_identity, replica_index, v_stattarget, w_storage, w_compression,
-       ext_stats IS NOT NULL FROM rprop.props('rprop.t_2');
+-- the same, after the swaps (extended statistics keep their names: they
+-- were named after the load table)
+SELECT 't_1' AS p, * FROM rprop.props('rprop.t_1') UNION ALL SELECT 't_2', * FROM rprop.props('rprop.t_2');
+
+-- a trigger's arguments naming the table, and a quoted trigger name holding
+-- its ON clause, are carried as they are (every " ON table " of the
+-- definition was rewritten to the load table's name); a kept version's
+-- statistics are named after it, the new partition's keep their names
+CREATE TABLE rprop.pp (d date NOT NULL, id int NOT NULL, v int) PARTITION BY RANGE (d);
+CREATE TABLE rprop.pp_1 PARTITION OF rprop.pp FOR VALUES FROM ('2026-01-01') TO ('2026-01-02');
+CREATE FUNCTION rprop.tf() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$;
+CREATE TRIGGER "x ON rprop.pp_1 y" BEFORE INSERT ON rprop.pp_1
+    FOR EACH ROW WHEN (NEW.v::text <> ' ON rprop.pp_1 ') EXECUTE FUNCTION rprop.tf('x ON rprop.pp_1 y');
+CREATE STATISTICS rprop.pp_1_st ON id, v FROM rprop.pp_1;
+CREATE STATISTICS rprop.other_name ON d, v FROM rprop.pp_1;
+SELECT rows_loaded FROM etl_replace_partition('rprop.pp', '2026-01-01',
+    $$SELECT '2026-01-01'::date AS d, 1 AS id, 1 AS v$$, keep_replaced => '1 day');
+SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = 'rprop.pp_1'::regclass;
+SELECT regexp_replace(stxrelid::regclass::text, 'kept_[0-9]+$', 'kept_N') AS rel,
+       regexp_replace(stxname, '^idem_etl_kept_[0-9]+', 'idem_etl_kept_N') AS stxname
+  FROM pg_statistic_ext WHERE stxnamespace = 'rprop'::regnamespace AND stxname NOT LIKE 't\_%'
+ ORDER BY 1, 2;
 
 -- published by name: refused before any work
 CREATE PUBLICATION rprop_pub FOR TABLE rprop.t_3;

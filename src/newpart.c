@@ -237,9 +237,9 @@ newpart_add_bound(const char *qualname, PartSlot *slot)
  * statistics targets, the replica identity (USING INDEX re-pointed to the
  * new table's index of the same definition), and last the owner (after
  * which we may not alter it any more).  Persistence (UNLOGGED), storage,
- * compression and extended statistics come with CREATE TABLE ... LIKE.  pg_get_triggerdef
- * names the old table as schema.name (search_path is pinned): $3 and $4
- * are " ON old " and " ON new ".
+ * compression and extended statistics come with CREATE TABLE ... LIKE.  A
+ * trigger comes as pg_get_triggerdef prints it, naming the old table
+ * (retarget_trigger).
  */
 static const char *const carry_sql =
 "SELECT s FROM ("
@@ -261,7 +261,7 @@ static const char *const carry_sql =
 "  CASE WHEN p.polwithcheck IS NULL THEN '' ELSE"
 "  pg_catalog.concat(' WITH CHECK (', pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid), ')') END)"
 "  FROM pg_catalog.pg_policy p WHERE p.polrelid OPERATOR(pg_catalog.=) $1"
-" UNION ALL SELECT 4, pg_catalog.replace(pg_catalog.pg_get_triggerdef(t.oid), $3, $4)"
+" UNION ALL SELECT 4, pg_catalog.pg_get_triggerdef(t.oid)"
 "  FROM pg_catalog.pg_trigger t WHERE t.tgrelid OPERATOR(pg_catalog.=) $1"
 "  AND NOT t.tgisinternal AND t.tgparentid OPERATOR(pg_catalog.=) 0"
 " UNION ALL SELECT 5, pg_catalog.format('ALTER TABLE %s %s TRIGGER %I', $2,"
@@ -401,30 +401,63 @@ anything_to_carry(Oid old, Oid newrel)
 	return carry;
 }
 
+/*
+ * pg_get_triggerdef's text of a trigger of table "from", made to create it
+ * on table "to" (both qualified and quoted as the text has them: the
+ * search_path is pinned).  Only its ON clause changes: it comes after the
+ * trigger's name and the columns of UPDATE OF, which are double-quoted when
+ * they hold a space, and before WHEN and the arguments, which are left as
+ * they are even where they name the table.
+ */
+static char *
+retarget_trigger(const char *def, const char *from, const char *to)
+{
+	char	   *on_from = psprintf(" ON %s ", from);
+	size_t		len = strlen(on_from);
+	bool		quoted = false;
+
+	for (const char *p = def; *p; p++)
+	{
+		if (*p == '"')
+			quoted = !quoted;
+		else if (!quoted && strncmp(p, on_from, len) == 0)
+			return psprintf("%.*s ON %s %s", (int) (p - def), def, to, p + len);
+	}
+	elog(ERROR, "trigger definition does not name table %s: %s", from, def);
+	return NULL;				/* keep compiler quiet */
+}
+
 static void
 carry_properties(NewPart *np, Oid old)
 {
-	Oid			argtypes[4] = {OIDOID, TEXTOID, TEXTOID, TEXTOID};
-	Datum		args[4];
+	Oid			argtypes[2] = {OIDOID, TEXTOID};
+	Datum		args[2];
 	static SPIPlanPtr plan = NULL;
 	uint64		n;
 	SPITupleTable *tuptable;
+	const char *oldname;
 
 	if (!anything_to_carry(old, np->relid))
 		return;
+	oldname = quote_qualified_identifier(get_namespace_name(get_rel_namespace(old)),
+										 get_rel_name(old));
 	args[0] = ObjectIdGetDatum(old);
 	args[1] = CStringGetTextDatum(np->qualname);
-	args[2] = CStringGetTextDatum(psprintf(" ON %s ",
-										   quote_qualified_identifier(get_namespace_name(get_rel_namespace(old)),
-																	  get_rel_name(old))));
-	args[3] = CStringGetTextDatum(psprintf(" ON %s ", np->qualname));
-	sqlb_prepare_kept(&plan, carry_sql, 4, argtypes);
+	sqlb_prepare_kept(&plan, carry_sql, 2, argtypes);
 	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "reading the partition's properties failed");
 	n = SPI_processed;
 	tuptable = SPI_tuptable;
 	for (uint64 i = 0; i < n; i++)
-		sqlb_exec(SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 1));
+	{
+		char	   *stmt = SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 1);
+
+		/* no other statement of carry_sql starts so */
+		if (strncmp(stmt, "CREATE TRIGGER ", 15) == 0 ||
+			strncmp(stmt, "CREATE CONSTRAINT TRIGGER ", 26) == 0)
+			stmt = retarget_trigger(stmt, oldname, np->qualname);
+		sqlb_exec(stmt);
+	}
 }
 
 /*

@@ -17,15 +17,18 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_statistic_ext.h"
 #include "commands/defrem.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -76,6 +79,78 @@ rename_indexes(Oid nspid, const char *schema, const char *table, const char *fro
 }
 
 /*
+ * The names of relid's extended statistics objects, in the order of their
+ * OIDs, which is the order in which CREATE TABLE ... LIKE copies them.
+ */
+static List *
+statistics_names(Oid relid)
+{
+	Relation	catalog = table_open(StatisticExtRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	List	   *oids = NIL;
+	List	   *names = NIL;
+	ListCell   *lc;
+
+	ScanKeyInit(&key, Anum_pg_statistic_ext_stxrelid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(catalog, StatisticExtRelidIndexId, true, NULL, 1, &key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+		oids = lappend_oid(oids, ((Form_pg_statistic_ext) GETSTRUCT(tup))->oid);
+	systable_endscan(scan);
+	list_sort(oids, list_oid_cmp);
+	foreach(lc, oids)
+	{
+		tup = SearchSysCache1(STATEXTOID, ObjectIdGetDatum(lfirst_oid(lc)));
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for statistics object %u", lfirst_oid(lc));
+		names = lappend(names, pstrdup(NameStr(((Form_pg_statistic_ext) GETSTRUCT(tup))->stxname)));
+		ReleaseSysCache(tup);
+	}
+	table_close(catalog, AccessShareLock);
+	return names;
+}
+
+/*
+ * Name the extended statistics of table (named from before) after it, as
+ * rename_indexes names its indexes: "<from>_<label>" becomes "<table>_<label>"
+ * and any other name "<table>_<name>", shortened to 63 bytes and numbered if
+ * taken; or, given as many names as it has (those of the partition it
+ * replaces, whose own are gone or renamed), those.
+ */
+static void
+rename_statistics(Oid nspid, const char *schema, const char *table, const char *from,
+				  List *given)
+{
+	List	   *names = statistics_names(get_relname_relid(table, nspid));
+	size_t		fromlen = strlen(from);
+
+	for (int i = 0; i < list_length(names); i++)
+	{
+		char	   *name = list_nth(names, i);
+		const char *label = name;
+		char	   *to;
+
+		if (list_length(given) == list_length(names))
+			to = list_nth(given, i);
+		else
+		{
+			if (strncmp(name, from, fromlen) == 0 && name[fromlen] == '_' &&
+				name[fromlen + 1] != '\0')
+				label = name + fromlen + 1;
+			to = makeObjectName(table, NULL, label);
+			for (int n = 1; SearchSysCacheExists2(STATEXTNAMENSP, CStringGetDatum(to),
+												  ObjectIdGetDatum(nspid)); n++)
+				to = makeObjectName(table, NULL, psprintf("%s%d", label, n));
+		}
+		if (strcmp(name, to) != 0)
+			sqlb_exec(psprintf("ALTER STATISTICS %s.%s RENAME TO %s", schema,
+							   quote_identifier(name), quote_identifier(to)));
+	}
+}
+
+/*
  * Called first by every operation that will swap partitions of relid,
  * before it takes any other lock on it.  ATTACH and DETACH are for the
  * table's owner, so others are refused before they lock anything.
@@ -112,6 +187,7 @@ swap_once(void *arg)
 	const char *final_qual = psprintf("%s.%s", s->schema, quote_identifier(s->final_name));
 	Oid			nspid = get_rel_namespace(s->parent->relid);
 	int			nestlevel = sqlb_pin_search_path();
+	List	   *old_statistics = NIL;
 
 	(void) set_config_option("lock_timeout", psprintf("%d", idem_lock_timeout),
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
@@ -123,11 +199,13 @@ swap_once(void *arg)
 		/* DETACH takes ACCESS EXCLUSIVE on the parent: the wait is here */
 		progress_phase("waiting for lock", -1);
 		sqlb_exec(psprintf("ALTER TABLE %s DETACH PARTITION %s", s->parent->qualname, old_qual));
+		old_statistics = statistics_names(get_relname_relid(s->old_name, nspid));
 		if (s->keep_name)
 		{
 			sqlb_exec(psprintf("ALTER TABLE %s RENAME TO %s", old_qual,
 							   quote_identifier(s->keep_name)));
 			rename_indexes(nspid, s->schema, s->keep_name, s->old_name, s->keep_name);
+			rename_statistics(nspid, s->schema, s->keep_name, s->old_name, NIL);
 		}
 		else
 			sqlb_exec(psprintf("DROP TABLE %s", old_qual));
@@ -136,6 +214,8 @@ swap_once(void *arg)
 	sqlb_exec(psprintf("ALTER TABLE %s.%s RENAME TO %s", s->schema,
 					   quote_identifier(s->new_name), quote_identifier(s->final_name)));
 	rename_indexes(nspid, s->schema, s->final_name, s->new_name, s->final_name);
+	/* copied from the old partition by LIKE, in its order: its names */
+	rename_statistics(nspid, s->schema, s->final_name, s->new_name, old_statistics);
 	sqlb_exec(psprintf("ALTER TABLE %s ATTACH PARTITION %s %s", s->parent->qualname,
 					   final_qual, s->bound_sql));
 	sqlb_exec(psprintf("ALTER TABLE %s DROP CONSTRAINT idem_etl_bound", final_qual));
