@@ -71,6 +71,28 @@ SELECT regexp_replace(stxrelid::regclass::text, 'kept_[0-9]+$', 'kept_N') AS rel
   FROM pg_statistic_ext WHERE stxnamespace = 'rprop'::regnamespace AND stxname NOT LIKE 't\_%'
  ORDER BY 1, 2;
 
+-- tablespaces, and the indexes' storage parameters: of the partition and
+-- its indexes, or for a new partition the parent's (all went to the
+-- database's default tablespace, and the primary key lost its fillfactor)
+SET allow_in_place_tablespaces = on;
+CREATE TABLESPACE idem_test_rprop_ts LOCATION '';
+RESET allow_in_place_tablespaces;
+CREATE TABLE rprop.ts (d date NOT NULL, id int, v int, PRIMARY KEY (d, id) WITH (fillfactor = 70))
+    PARTITION BY RANGE (d);
+CREATE TABLE rprop.ts_1 PARTITION OF rprop.ts FOR VALUES FROM ('2026-01-01') TO ('2026-01-02')
+    TABLESPACE idem_test_rprop_ts;
+ALTER INDEX rprop.ts_1_pkey SET TABLESPACE idem_test_rprop_ts;
+CREATE INDEX ts_1_v ON rprop.ts_1 (v) WITH (fillfactor = 80) TABLESPACE idem_test_rprop_ts WHERE v > 0;
+CREATE TABLE rprop.tsq (d date NOT NULL, v int) PARTITION BY RANGE (d) TABLESPACE idem_test_rprop_ts;
+SELECT rows_loaded FROM etl_replace_partition('rprop.ts', '2026-01-01',
+    $$SELECT '2026-01-01'::date AS d, 1 AS id, 1 AS v$$);
+SELECT rows_loaded FROM etl_replace_partition('rprop.tsq', '2026-01-01',
+    $$SELECT '2026-01-01'::date AS d, 1 AS v$$, granularity => '1 day');
+SELECT c.relname, t.spcname, c.reloptions, pg_get_expr(i.indpred, i.indrelid) AS predicate
+  FROM pg_class c LEFT JOIN pg_tablespace t ON t.oid = c.reltablespace
+  LEFT JOIN pg_index i ON i.indexrelid = c.oid
+ WHERE c.relnamespace = 'rprop'::regnamespace AND c.relname LIKE 'ts%' ORDER BY 1;
+
 -- published by name: refused before any work
 CREATE PUBLICATION rprop_pub FOR TABLE rprop.t_3;
 SELECT pg_relation_filenode('rprop.t_3') AS t3_file \gset
@@ -134,6 +156,7 @@ DROP TABLE rprop.one;
 
 SET client_min_messages = warning;
 DROP SCHEMA rprop CASCADE;
+DROP TABLESPACE idem_test_rprop_ts;
 DROP EXTENSION idem_etl;
 \set roles {idem_test_rprop_other}
 \i sql/include/drop_roles.sql

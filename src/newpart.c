@@ -17,6 +17,7 @@
 #include "catalog/pg_publication.h"
 #include "catalog/pg_type.h"
 #include "commands/comment.h"
+#include "commands/tablespace.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -25,6 +26,7 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/rel.h"
+#include "utils/ruleutils.h"
 
 #include "newpart.h"
 #include "sql_build.h"
@@ -49,11 +51,15 @@ newpart_create(TargetInfo *parent, PartKey *pk, PartSlot *slot)
 	np->schema = pstrdup(quote_identifier(get_namespace_name(get_rel_namespace(parent->relid))));
 	np->relname = psprintf("idem_etl_load_%d_%u", MyProcPid, ++serial);
 	np->qualname = psprintf("%s.%s", np->schema, quote_identifier(np->relname));
-	sqlb_exec(psprintf("CREATE %sTABLE %s (LIKE %s INCLUDING ALL EXCLUDING INDEXES EXCLUDING IDENTITY)",
+	/* in the partition's tablespace, or for a new one the parent's */
+	sqlb_exec(psprintf("CREATE %sTABLE %s (LIKE %s INCLUDING ALL EXCLUDING INDEXES EXCLUDING IDENTITY)%s%s",
 					   get_rel_persistence(shape) == RELPERSISTENCE_UNLOGGED ? "UNLOGGED " : "",
 					   np->qualname,
 					   quote_qualified_identifier(get_namespace_name(get_rel_namespace(shape)),
-												  get_rel_name(shape))));
+												  get_rel_name(shape)),
+					   OidIsValid(get_rel_tablespace(shape)) ? " TABLESPACE " : "",
+					   OidIsValid(get_rel_tablespace(shape)) ?
+					   quote_identifier(get_tablespace_name(get_rel_tablespace(shape))) : ""));
 	np->relid = get_relname_relid(np->relname, get_rel_namespace(parent->relid));
 	if (pk->column->notnull)
 		sqlb_exec(psprintf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL", np->qualname,
@@ -123,8 +129,7 @@ build_indexes(NewPart *np, Oid shape)
 	Relation	rel = table_open(shape, AccessShareLock);
 	List	   *indexes = RelationGetIndexList(rel);	/* in OID order */
 	ListCell   *lc;
-	char	   *prefix_plain;
-	char	   *prefix_only;
+	char	   *prefix;
 	const char *shapename = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 													   RelationGetRelationName(rel));
 
@@ -141,7 +146,6 @@ build_indexes(NewPart *np, Oid shape)
 		bool		unique;
 		Oid			constraint = get_index_constraint(indexoid);
 		char	   *def;
-		const char *idxname;
 
 		if (!HeapTupleIsValid(tup))
 			elog(ERROR, "cache lookup failed for index %u", indexoid);
@@ -149,33 +153,30 @@ build_indexes(NewPart *np, Oid shape)
 		ReleaseSysCache(tup);
 
 		CHECK_FOR_INTERRUPTS();
+		/*
+		 * The definitions as ALTER TABLE rebuilds them, with the index's
+		 * storage parameters and tablespace: "ALTER TABLE table ADD
+		 * CONSTRAINT name ...", "CREATE [UNIQUE] INDEX name ON table USING
+		 * ...".  What follows the name, or USING, is kept, for the new table;
+		 * the names are given after the swap (swap.c).
+		 */
 		if (OidIsValid(constraint))
 		{
-			def = text_to_cstring(DatumGetTextPP(DirectFunctionCall1(pg_get_constraintdef,
-																	 ObjectIdGetDatum(constraint))));
-			sqlb_exec(psprintf("ALTER TABLE %s ADD %s", np->qualname, def));
+			def = pg_get_constraintdef_command(constraint);
+			prefix = psprintf("ALTER TABLE %s ADD CONSTRAINT %s ", shapename,
+							  quote_identifier(get_constraint_name(constraint)));
+			if (strncmp(def, prefix, strlen(prefix)) != 0)
+				elog(ERROR, "unexpected constraint definition: %s", def);
+			sqlb_exec(psprintf("ALTER TABLE %s ADD %s", np->qualname, def + strlen(prefix)));
 			continue;
 		}
-		def = text_to_cstring(DatumGetTextPP(DirectFunctionCall1(pg_get_indexdef,
-																 ObjectIdGetDatum(indexoid))));
-		idxname = quote_identifier(get_rel_name(indexoid));
-
-		/*
-		 * pg_get_indexdef says "CREATE [UNIQUE] INDEX name ON [ONLY] table
-		 * USING ...": keep what follows USING, with the new table.
-		 */
-		prefix_plain = psprintf("CREATE %sINDEX %s ON %s USING ", unique ? "UNIQUE " : "",
-								idxname, shapename);
-		prefix_only = psprintf("CREATE %sINDEX %s ON ONLY %s USING ", unique ? "UNIQUE " : "",
-							   idxname, shapename);
-		if (strncmp(def, prefix_plain, strlen(prefix_plain)) == 0)
-			def += strlen(prefix_plain);
-		else if (strncmp(def, prefix_only, strlen(prefix_only)) == 0)
-			def += strlen(prefix_only);
-		else
+		def = pg_get_indexdef_string(indexoid);
+		prefix = psprintf("CREATE %sINDEX %s ON %s USING ", unique ? "UNIQUE " : "",
+						  quote_identifier(get_rel_name(indexoid)), shapename);
+		if (strncmp(def, prefix, strlen(prefix)) != 0)
 			elog(ERROR, "unexpected index definition: %s", def);
 		sqlb_exec(psprintf("CREATE %sINDEX ON %s USING %s", unique ? "UNIQUE " : "",
-						   np->qualname, def));
+						   np->qualname, def + strlen(prefix)));
 	}
 }
 
