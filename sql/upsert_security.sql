@@ -61,6 +61,22 @@ GRANT DELETE ON sec.t TO idem_test_sec_limited;
 SET ROLE idem_test_sec_limited;
 SELECT * FROM sec.err($$SELECT * FROM etl_upsert_batch('sec.t', 'SELECT id + 10 AS id, v FROM sec.secret')$$);
 RESET ROLE;
+-- SELECT on some columns only, INSERT and UPDATE on those: 42501 saying why
+-- (the statement failed instead, on the target's system columns)
+REVOKE ALL ON sec.t FROM idem_test_sec_limited;
+GRANT SELECT (id, v), INSERT (id, v), UPDATE (v) ON sec.t TO idem_test_sec_limited;
+SET ROLE idem_test_sec_limited;
+SELECT * FROM sec.err($$SELECT * FROM etl_upsert_batch('sec.t', 'SELECT 1 AS id, ''one'' AS v')$$);
+RESET ROLE;
+-- with SELECT on the table, column privileges for INSERT and UPDATE do
+-- (rolled back: the state must stay as it was)
+REVOKE ALL ON sec.t FROM idem_test_sec_limited;
+GRANT SELECT, INSERT (id, v), UPDATE (v) ON sec.t TO idem_test_sec_limited;
+BEGIN;
+SET LOCAL ROLE idem_test_sec_limited;
+SELECT inserted, updated, unchanged FROM etl_upsert_batch('sec.t',
+    $$SELECT id, v || '!' AS v FROM sec.t UNION ALL SELECT 5, 'five'$$);
+ROLLBACK;
 -- no privilege at all on the target: 42501
 REVOKE ALL ON sec.t FROM idem_test_sec_limited;
 SET ROLE idem_test_sec_limited;

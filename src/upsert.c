@@ -16,6 +16,7 @@
 #include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "fmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -192,11 +193,22 @@ newer_ge_operator(TargetColumn *col)
 	return sqlb_operator(ge);
 }
 
+/*
+ * The statements read the target's system columns (ctid and xmax: which
+ * rows the probe found, which the merge inserted), and PostgreSQL grants
+ * those with SELECT on the table only: SELECT on some columns is refused
+ * here, saying so, rather than by the statement, naming neither.
+ */
 static void
 check_privileges(TargetInfo *target, Stage *stage, char **setcols, int nset,
 				 bool deletes)
 {
-	target_check_privileges(target, stage->columns, stage->ncolumns, ACL_SELECT);
+	if (pg_class_aclcheck(target->relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", target->relname),
+				 errdetail("etl_upsert_batch reads the target's row identifiers (ctid, xmax), which need SELECT on the whole table, not on some of its columns."),
+				 errhint("Grant SELECT on the table; INSERT and UPDATE may stay on the batch's columns.")));
 	target_check_privileges(target, stage->columns, stage->ncolumns, ACL_INSERT);
 	if (nset > 0)
 		target_check_privileges(target, setcols, nset, ACL_UPDATE);
