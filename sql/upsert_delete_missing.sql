@@ -110,6 +110,17 @@ SELECT inserted, updated, unchanged, deleted, skipped
        $$SELECT * FROM (VALUES (NULL::int, 'null key'), (1, 'one')) s(k, v)$$,
        key_columns => ARRAY['k'], delete_missing => 'true');
 SELECT * FROM delmiss.nnd ORDER BY k;
+-- composite: the batch's rows with a NULL in the key are matched apart from
+-- the others (one scan of the whole batch per stored row was quadratic)
+CREATE TABLE delmiss.nnd2 (a int, b int, v text, UNIQUE NULLS NOT DISTINCT (a, b));
+INSERT INTO delmiss.nnd2 VALUES (NULL, NULL, 'both'), (NULL, 1, 'a null'), (1, NULL, 'b null'),
+    (1, 1, 'none'), (2, NULL, 'b null, gone'), (NULL, 2, 'a null, gone'), (2, 2, 'gone');
+SELECT inserted, updated, unchanged, deleted
+  FROM etl_upsert_batch('delmiss.nnd2',
+       $$SELECT * FROM (VALUES (NULL::int, NULL::int, 'both'), (NULL, 1, 'a null'), (1, NULL, 'b null'),
+                               (1, 1, 'none'), (3, 3, 'new')) s(a, b, v)$$,
+       key_columns => ARRAY['a', 'b'], delete_missing => 'true');
+SELECT * FROM delmiss.nnd2 ORDER BY a, b;
 
 -- the ledger counts the deletions
 SELECT inserted, updated, unchanged, deleted FROM idem_etl.runs

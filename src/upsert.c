@@ -278,14 +278,22 @@ count_partitioned_inserts(TargetInfo *target, TargetKey *key, KeyedBatch *batch,
 
 	if (!TransactionIdIsValid(xid))
 		return 0;
+	/*
+	 * One probe of the key index per batch row: a lateral subquery that
+	 * cannot be flattened (OFFSET 0), since the planner, expecting the
+	 * filters on system columns to leave about one row, would otherwise
+	 * rescan the whole batch for each row of the target (5,000 new rows:
+	 * 0.8 s, 20,000: 13 s).
+	 */
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s b JOIN %s t ON ",
+	appendStringInfo(&sql, "SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s b,"
+					 " LATERAL (SELECT FROM %s t WHERE ",
 					 batch->name, target->qualname);
 	sqlb_append_key_match(&sql, "t", "b", key->names, key->eqops, key->ncolumns,
 						  key->nulls_not_distinct);
-	appendStringInfo(&sql, " WHERE t.xmin OPERATOR(pg_catalog.=) '%u'::pg_catalog.xid"
+	appendStringInfo(&sql, " AND t.xmin OPERATOR(pg_catalog.=) '%u'::pg_catalog.xid"
 					 " AND t.cmin::pg_catalog.text::pg_catalog.int8 OPERATOR(pg_catalog.>=) %u"
-					 " AND t.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid",
+					 " AND t.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid OFFSET 0) i",
 					 xid, merge_cid);
 	return sqlb_exec_int8(sql.data);
 }
@@ -641,12 +649,34 @@ delete_missing_rows(TargetInfo *target, TargetKey *key, KeyedBatch *batch,
 	 * condition sees the target's columns, and the target by its name; the
 	 * batch's alias is neither, so it hides nothing the condition names.
 	 */
+	/*
+	 * NULLS NOT DISTINCT: a batch row without NULL in its key matches by
+	 * equality alone, which can be hashed; only the few rows with one need
+	 * the match that takes NULLs as equal, which cannot: they are set apart
+	 * first (a scan of the whole batch per stored row took 20 s for 10,000
+	 * rows).
+	 */
 	initStringInfo(&sql);
+	if (key->nulls_not_distinct)
+	{
+		appendStringInfo(&sql, "WITH idem_null_keys AS MATERIALIZED (SELECT * FROM %s %s WHERE false",
+						 batch->name, b);
+		for (int i = 0; i < key->ncolumns; i++)
+			appendStringInfo(&sql, " OR %s.%s IS NULL", b, quote_identifier(key->names[i]));
+		appendStringInfoString(&sql, ") ");
+	}
 	appendStringInfo(&sql, "DELETE FROM %s%s WHERE (%s\n) AND NOT EXISTS (SELECT 1 FROM %s %s WHERE ",
 					 target_only(target), target->qualname, condition, batch->name, b);
 	sqlb_append_key_match(&sql, quote_identifier(target->relname), b,
-						  key->names, key->eqops, key->ncolumns, key->nulls_not_distinct);
+						  key->names, key->eqops, key->ncolumns, false);
 	appendStringInfoChar(&sql, ')');
+	if (key->nulls_not_distinct)
+	{
+		appendStringInfo(&sql, " AND NOT EXISTS (SELECT 1 FROM idem_null_keys %s WHERE ", b);
+		sqlb_append_key_match(&sql, quote_identifier(target->relname), b,
+							  key->names, key->eqops, key->ncolumns, true);
+		appendStringInfoChar(&sql, ')');
+	}
 	return (int64) sqlb_exec(sql.data);
 }
 
