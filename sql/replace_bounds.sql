@@ -95,5 +95,18 @@ SELECT * FROM rbound.err($$SELECT * FROM etl_replace_partition('rbound.d2', '202
 SELECT * FROM rbound.err($$SELECT * FROM etl_replace_partition('rbound.d2', '2026-12-01', 'SELECT ''2026-12-01''::date AS d', granularity => '-1 day')$$);
 SELECT count(*) FROM rbound.parts('rbound.h');
 
+-- infinite values: a partition that holds one is replaced; none is made
+-- for one, nor a slice (it was [infinity, infinity), refused with 23514)
+CREATE TABLE rbound.mm (d date, v int) PARTITION BY RANGE (d);
+CREATE TABLE rbound.mm_min PARTITION OF rbound.mm FOR VALUES FROM (MINVALUE) TO ('2026-01-01');
+INSERT INTO rbound.mm VALUES ('-infinity', 1), ('2020-01-01', 2);
+SELECT * FROM rbound.err($$SELECT * FROM etl_replace_partition('rbound.mm', 'infinity',
+    'SELECT ''infinity''::date AS d, 50 AS v')$$);
+SELECT * FROM rbound.err($$SELECT * FROM etl_replace_partition('rbound.mm', '-infinity',
+    'SELECT ''-infinity''::date AS d, 50 AS v', granularity => '1 day')$$);
+SELECT partition_table, rows_loaded, rows_replaced FROM etl_replace_partition('rbound.mm', '-infinity',
+    $$SELECT '-infinity'::date AS d, 50 AS v$$);
+SELECT * FROM rbound.mm;
+
 SET client_min_messages = warning;
 DROP SCHEMA rbound CASCADE;

@@ -19,6 +19,7 @@
 #include "partitioning/partdesc.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/date.h"
 #include "utils/datetime.h"
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
@@ -101,6 +102,19 @@ partmap_key(TargetInfo *target, const char *partition_column)
 	pk->column = target_column(target, keycol);
 	pk->opfamily = key->partopfamily[0];
 	pk->opcintype = key->partopcintype[0];
+	/*
+	 * A partition whose DETACH ... CONCURRENTLY has not finished is left
+	 * out of what the partitions are read from here, yet its bounds would
+	 * still make the ATTACH of an overlapping new partition fail, at the
+	 * end of all the work.
+	 */
+	if (RelationGetPartitionDesc(rel, false)->detached_exist)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("a partition of \"%s\" is being detached", target->relname),
+				 errdetail("An ALTER TABLE ... DETACH PARTITION ... CONCURRENTLY has not finished."),
+				 errhint("Wait for it to end, or finish it with ALTER TABLE %s DETACH PARTITION ... FINALIZE.",
+						 target->qualname)));
 	pd = RelationGetPartitionDesc(rel, true);
 	if (pd->boundinfo && pd->boundinfo->default_index >= 0)
 		pk->default_part = pd->oids[pd->boundinfo->default_index];
@@ -521,6 +535,17 @@ is_time_type(Oid typid)
 	return typid == DATEOID || typid == TIMESTAMPOID || typid == TIMESTAMPTZOID;
 }
 
+/* Whether value, of a date or timestamp partition key, is finite. */
+static bool
+finite_time(PartKey *pk, const char *value)
+{
+	Datum		d = value_datum(pk, value);
+
+	if (pk->column->typid == DATEOID)
+		return !DATE_NOT_FINITE(DatumGetDateADT(d));
+	return !TIMESTAMP_NOT_FINITE(DatumGetTimestamp(d));
+}
+
 /*
  * Bounds of a new RANGE partition holding value: aligned with date_trunc to
  * the granularity's unit for dates and timestamps; without granularity, the
@@ -542,6 +567,13 @@ new_range_bounds(TargetInfo *target, PartKey *pk, PartitionDesc pd,
 	char	   *sql;
 	bool		isnull;
 
+	if (is_time_type(pk->column->typid) && !finite_time(pk, value))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot make a partition of \"%s\", or a slice of one, for %s",
+						target->relname, value),
+				 errdetail("An infinite value has no granule with finite bounds."),
+				 errhint("Create a partition FROM (MINVALUE) or TO (MAXVALUE) for it yourself, and replace it with granularity NULL.")));
 	if (granularity && !is_time_type(pk->column->typid))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
