@@ -139,5 +139,43 @@ SELECT partition_table, rows_loaded FROM etl_replace_partition('rskip.fl_list', 
 RESET extra_float_digits;
 SELECT k::text, v FROM rskip.fl UNION ALL SELECT k::text, v FROM rskip.fl_list;
 
+-- loads through the partition itself, or through an ancestor of the
+-- target, change it too: the identical rerun is not skipped (it was, and
+-- the rows written since stayed)
+CREATE TABLE rskip.u (d date NOT NULL, id int, v int, PRIMARY KEY (d, id)) PARTITION BY RANGE (d);
+CREATE TABLE rskip.u_1 PARTITION OF rskip.u FOR VALUES FROM ('2026-11-01') TO ('2026-11-02');
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.u', '2026-11-01',
+    $$SELECT '2026-11-01'::date AS d, 1 AS id, 1 AS v$$, run_key => 'k');
+SELECT inserted FROM etl_upsert_batch('rskip.u_1', $$SELECT '2026-11-01'::date AS d, 2 AS id, 2 AS v$$);
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.u', '2026-11-01',
+    $$SELECT '2026-11-01'::date AS d, 1 AS id, 1 AS v$$, run_key => 'k');
+SELECT rows_loaded FROM etl_replace_where('rskip.u_1', 'id = 3', $$SELECT '2026-11-01'::date AS d, 3 AS id, 3 AS v$$);
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.u', '2026-11-01',
+    $$SELECT '2026-11-01'::date AS d, 1 AS id, 1 AS v$$, run_key => 'k');
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.u', '2026-11-01',
+    $$SELECT '2026-11-01'::date AS d, 1 AS id, 1 AS v$$, run_key => 'k');
+SELECT * FROM rskip.u;
+-- a partition of a partition, loaded through the root
+CREATE TABLE rskip.ml (d date NOT NULL, c text NOT NULL, v int, PRIMARY KEY (d, c)) PARTITION BY RANGE (d);
+CREATE TABLE rskip.ml_11 PARTITION OF rskip.ml FOR VALUES FROM ('2026-11-01') TO ('2026-12-01')
+    PARTITION BY LIST (c);
+CREATE TABLE rskip.ml_11_a PARTITION OF rskip.ml_11 FOR VALUES IN ('a');
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.ml_11', 'a',
+    $$SELECT '2026-11-05'::date AS d, 'a' AS c, 1 AS v$$, run_key => 'k');
+INSERT INTO rskip.ml VALUES ('2026-11-06', 'a', 99);
+SELECT inserted FROM etl_upsert_batch('rskip.ml', $$SELECT '2026-11-07'::date AS d, 'a' AS c, 2 AS v$$,
+    key_columns => '{d,c}');
+SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.ml_11', 'a',
+    $$SELECT '2026-11-05'::date AS d, 'a' AS c, 1 AS v$$, run_key => 'k');
+SELECT * FROM rskip.ml;
+-- etl_replace_where with run_key on the parent: an upsert straight into
+-- one of its partitions is a change
+SELECT rows_loaded, skipped FROM etl_replace_where('rskip.u', 'id >= 1',
+    $$SELECT '2026-11-01'::date AS d, 1 AS id, 1 AS v$$, run_key => 'w');
+SELECT inserted FROM etl_upsert_batch('rskip.u_1', $$SELECT '2026-11-01'::date AS d, 4 AS id, 4 AS v$$);
+SELECT rows_loaded, skipped FROM etl_replace_where('rskip.u', 'id >= 1',
+    $$SELECT '2026-11-01'::date AS d, 1 AS id, 1 AS v$$, run_key => 'w');
+SELECT * FROM rskip.u;
+
 SET client_min_messages = warning;
 DROP SCHEMA rskip CASCADE;

@@ -15,13 +15,16 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/partition.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
 #include "utils/inval.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -296,8 +299,9 @@ lookup_latest(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes, Datu
  * The prior of ledger_partition_prior and ledger_where_prior: the latest
  * applied run, as the lookup tt found it (NULL: none), and then the first
  * later run that changed what it loaded, looked up by change_sql with $1
- * the target (args[0]), $2 the applied run (args[1] is set here) and $3 as
- * the caller set it.
+ * the target (args[0]), $2 the applied run (args[1] is set here), $3 as
+ * the caller set it and $4 the other tables through which idem_etl's own
+ * writes reach the target's rows (args[3], see related_targets).
  */
 static LedgerPartPrior
 prior_and_change(SPITupleTable *tt, SPIPlanPtr *change_cache, const char *change_sql,
@@ -313,7 +317,7 @@ prior_and_change(SPITupleTable *tt, SPIPlanPtr *change_cache, const char *change
 
 	argtypes[1] = INT8OID;
 	args[1] = Int64GetDatum(prior.applied);
-	tt = lookup_latest(change_cache, change_sql, 3, argtypes, args, run_key);
+	tt = lookup_latest(change_cache, change_sql, 4, argtypes, args, run_key);
 	if (tt != NULL)
 	{
 		prior.changed_by = DatumGetInt64(SPI_getbinval(tt->vals[0], tt->tupdesc, 1, &isnull));
@@ -335,18 +339,46 @@ prior_and_change(SPITupleTable *tt, SPIPlanPtr *change_cache, const char *change
 	" AND NOT skipped ORDER BY run_id DESC LIMIT 1"
 #define PARTITION_CHANGED_SQL(col) \
 	"SELECT run_id, operation FROM idem_etl.runs" \
-	" WHERE target_oid OPERATOR(pg_catalog.=) $1" \
+	" WHERE (target_oid OPERATOR(pg_catalog.=) $1 OR target_oid OPERATOR(pg_catalog.=) ANY ($4))" \
 	" AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped" \
-	" AND ((" col " OPERATOR(pg_catalog.=) $3" \
+	" AND ((target_oid OPERATOR(pg_catalog.=) $1 AND " col " OPERATOR(pg_catalog.=) $3" \
 	" AND (operation OPERATOR(pg_catalog.=) 'replace_partition'" \
 	" OR operation OPERATOR(pg_catalog.=) 'restore_partition'))" \
 	" OR (operation OPERATOR(pg_catalog.=) 'upsert'" \
 	" AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)" \
 	" OPERATOR(pg_catalog.>) 0)" \
-	" OR (operation OPERATOR(pg_catalog.=) 'replace_where'" \
+	" OR (target_oid OPERATOR(pg_catalog.=) $1 AND operation OPERATOR(pg_catalog.=) 'replace_where'" \
 	" AND (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1)" \
-	" OPERATOR(pg_catalog.<>) 'p'))" \
+	" OPERATOR(pg_catalog.<>) 'p')" \
+	" OR (target_oid OPERATOR(pg_catalog.=) ANY ($4) AND operation OPERATOR(pg_catalog.<>) 'upsert'))" \
 	" ORDER BY run_id LIMIT 1"
+
+/*
+ * The tables other than target through which idem_etl's loads write rows
+ * that target holds (any of them, with the whole table: descendants, or a
+ * partition partoid), as an oid[]: target's ancestors, whose loads route
+ * rows into it, and the given partition, or every table below target.
+ * Those tables' runs are recorded under their own OIDs (a partition's
+ * current one: a replacement of it gives it a new one, and is a change
+ * itself).
+ */
+static Datum
+related_targets(Oid target, Oid partoid, bool descendants)
+{
+	List	   *oids = get_partition_ancestors(target);
+	Datum	   *elems;
+	int			n = 0;
+	ListCell   *lc;
+
+	if (OidIsValid(partoid))
+		oids = lappend_oid(oids, partoid);
+	if (descendants && get_rel_relkind(target) == RELKIND_PARTITIONED_TABLE)
+		oids = list_concat(oids, list_delete_first(find_all_inheritors(target, NoLock, NULL)));
+	elems = palloc(sizeof(Datum) * (list_length(oids) + 1));
+	foreach(lc, oids)
+		elems[n++] = ObjectIdGetDatum(lfirst_oid(lc));
+	return PointerGetDatum(construct_array(elems, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
+}
 
 /*
  * A replacement with run_key may be skipped only when the partition still
@@ -359,19 +391,21 @@ prior_and_change(SPITupleTable *tt, SPIPlanPtr *change_cache, const char *change
  * wrote is not recorded, so any such upsert counts), or, on a plain table,
  * an etl_replace_where (its condition cannot be compared with a value; on
  * a partitioned table it records a replacement of each partition it
- * rebuilt).
+ * rebuilt); and any load that wrote through the partition partoid itself
+ * or through an ancestor of target.
  */
 LedgerPartPrior
-ledger_partition_prior(Oid target, const char *run_key, const char *bound,
-					   const char *value)
+ledger_partition_prior(Oid target, Oid partoid, const char *run_key,
+					   const char *bound, const char *value)
 {
-	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
-	Datum		args[3];
+	Oid			argtypes[4] = {OIDOID, TEXTOID, TEXTOID, OIDARRAYOID};
+	Datum		args[4];
 	static SPIPlanPtr applied_plan = NULL;
 	static SPIPlanPtr changed_plan = NULL;
 
 	args[0] = ObjectIdGetDatum(target);
 	args[1] = CStringGetTextDatum(run_key);
+	args[3] = related_targets(target, partoid, false);
 	if (idem_objects_at_least("0.2"))
 	{
 		args[2] = CStringGetTextDatum(bound);
@@ -393,20 +427,22 @@ ledger_partition_prior(Oid target, const char *run_key, const char *bound,
  * etl_replace_where with run_key: the latest run with run_key that replaced
  * the rows of this condition on target, and the first later run that wrote
  * into target at all (a replacement of any partition, a restore, another
- * etl_replace_where, an upsert that wrote rows): which rows those touched is
- * not recorded in a way a condition can be compared with, so any counts.
+ * etl_replace_where, an upsert that wrote rows, also through a partition of
+ * target or an ancestor of it): which rows those touched is not recorded in
+ * a way a condition can be compared with, so any counts.
  */
 LedgerPartPrior
 ledger_where_prior(Oid target, const char *run_key, const char *bound)
 {
-	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
-	Datum		args[3];
+	Oid			argtypes[4] = {OIDOID, TEXTOID, TEXTOID, OIDARRAYOID};
+	Datum		args[4];
 	SPITupleTable *tt;
 
 	idem_require_objects("0.2", "etl_replace_where");
 	args[0] = ObjectIdGetDatum(target);
 	args[1] = CStringGetTextDatum(run_key);
 	args[2] = CStringGetTextDatum(bound);
+	args[3] = related_targets(target, InvalidOid, true);
 	tt = lookup_latest(NULL, "SELECT run_id, fingerprint FROM idem_etl.runs"
 					   " WHERE target_oid OPERATOR(pg_catalog.=) $1"
 					   " AND operation OPERATOR(pg_catalog.=) 'replace_where'"
@@ -415,7 +451,8 @@ ledger_where_prior(Oid target, const char *run_key, const char *bound)
 					   " AND NOT skipped ORDER BY run_id DESC LIMIT 1",
 					   3, argtypes, args, run_key);
 	return prior_and_change(tt, NULL, "SELECT run_id, operation FROM idem_etl.runs"
-							" WHERE target_oid OPERATOR(pg_catalog.=) $1"
+							" WHERE (target_oid OPERATOR(pg_catalog.=) $1"
+							" OR target_oid OPERATOR(pg_catalog.=) ANY ($4))"
 							" AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped"
 							" AND (operation OPERATOR(pg_catalog.=)"
 							" ANY ('{replace_partition,restore_partition,replace_where}'::pg_catalog.text[])"

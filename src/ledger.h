@@ -62,8 +62,9 @@ typedef struct LedgerPartPrior
 	char	   *changed_op;
 } LedgerPartPrior;
 
-extern LedgerPartPrior ledger_partition_prior(Oid target, const char *run_key,
-											  const char *bound, const char *value);
+extern LedgerPartPrior ledger_partition_prior(Oid target, Oid partoid,
+											  const char *run_key, const char *bound,
+											  const char *value);
 extern LedgerPartPrior ledger_where_prior(Oid target, const char *run_key,
 										  const char *bound);
 extern int64 ledger_record(const LedgerRun *run);

@@ -131,18 +131,20 @@ put_result(Tuplestorestate *store, TupleDesc desc, ReplaceResult *r)
 /*
  * With run_key: what the ledger says about this partition (its bound, not
  * the value passed: every value of a month names the same monthly
- * partition).  True when the latest run with run_key that replaced it had
- * the same fingerprint and nothing changed the partition since, so this call
- * is a skip.  A different fingerprint is a correction of that run.
+ * partition; partoid, when it exists, is looked for as a target too).
+ * True when the latest run with run_key that replaced it had the same
+ * fingerprint and nothing changed the partition since, so this call is a
+ * skip.  A different fingerprint is a correction of that run.
  */
 static bool
-same_as_prior(ReplaceArgs *a, const char *value, const char *bound, LedgerRun *run)
+same_as_prior(ReplaceArgs *a, Oid partoid, const char *value, const char *bound,
+			  LedgerRun *run)
 {
 	LedgerPartPrior prior;
 
 	if (a->run_key == NULL)
 		return false;
-	prior = ledger_partition_prior(a->target->relid, a->run_key, bound, value);
+	prior = ledger_partition_prior(a->target->relid, partoid, a->run_key, bound, value);
 	if (prior.applied == 0)
 		return false;
 	if (strcmp(prior.fingerprint, run->fingerprint) != 0)
@@ -394,7 +396,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 	{
 		run.batch_rows = nrows;
 		run.fingerprint = fingerprint;
-		if (same_as_prior(a, slot->value, slot->bound_sql, &run))
+		if (same_as_prior(a, slot->partoid, slot->value, slot->bound_sql, &run))
 		{
 			(void) stage_next_group(g, a->target, InvalidOid);
 			run.skipped = true;
@@ -443,7 +445,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 		audit_expect(a->expect, np->qualname, a->target->relname);
 		run.batch_rows = loaded.nrows;
 		run.fingerprint = stage_batch_fingerprint(&loaded, replace_options(&loaded, slot->bound_sql));
-		if (same_as_prior(a, slot->value, slot->bound_sql, &run))
+		if (same_as_prior(a, slot->partoid, slot->value, slot->bound_sql, &run))
 		{
 			sqlb_exec(psprintf("DROP TABLE %s", np->qualname));
 			run.skipped = true;
@@ -531,7 +533,7 @@ replace_in_table(ReplaceArgs *a, const char *value, ReplaceResult *r)
 	run.batch_rows = batch.nrows;
 	run.fingerprint = stage_batch_fingerprint(&batch, replace_options(&batch, bound));
 	r->partition = a->target->relid;
-	if (same_as_prior(a, value, bound, &run))
+	if (same_as_prior(a, InvalidOid, value, bound, &run))
 	{
 		run.skipped = true;
 		r->skipped = true;
@@ -641,7 +643,7 @@ replace_table_values(ReplaceArgs *a, Tuplestorestate *store, TupleDesc desc)
 		ledger[i].fingerprint = stage_fingerprint(runs[i].sum, runs[i].nrows,
 												  replace_options(a->stage, bound));
 		results[i].partition = a->target->relid;
-		take[i] = !same_as_prior(a, value, bound, &ledger[i]);
+		take[i] = !same_as_prior(a, InvalidOid, value, bound, &ledger[i]);
 		ledger[i].skipped = results[i].skipped = !take[i];
 		if (take[i])
 		{
