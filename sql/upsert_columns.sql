@@ -53,6 +53,13 @@ SELECT * FROM cols.err($$SELECT * FROM etl_upsert_batch('cols.customers', 'SELEC
 SELECT * FROM cols.err($$SELECT * FROM etl_upsert_batch('cols.customers', 'SELECT 1 AS id', update_columns => ARRAY['name'])$$);
 SELECT * FROM cols.err($$SELECT * FROM etl_upsert_batch('cols.customers', 'SELECT 1 AS id', update_columns => ARRAY[['name']])$$);
 SELECT * FROM cols.err($$SELECT * FROM etl_upsert_batch('cols.customers', 'SELECT 1 AS id', exclude_columns => ARRAY['tier', 'tier'])$$);
+-- a generated column as update_columns or newer_column: 0A000 saying so
+-- (it was 42703, "missing from the source", though the source had it)
+CREATE TABLE cols.gen (id int PRIMARY KEY, a int, n int GENERATED ALWAYS AS (a) STORED);
+SELECT * FROM cols.err($$SELECT * FROM etl_upsert_batch('cols.gen', 'SELECT 1 AS id, 2 AS a, 5 AS n',
+    update_columns => ARRAY['n'])$$);
+SELECT * FROM cols.err($$SELECT * FROM etl_upsert_batch('cols.gen', 'SELECT 1 AS id, 2 AS a, 5 AS n',
+    newer_column => 'n')$$);
 
 SET client_min_messages = warning;
 DROP SCHEMA cols CASCADE;

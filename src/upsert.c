@@ -100,6 +100,24 @@ in_list(char **names, int n, const char *name)
 }
 
 /*
+ * A column the source cannot write (generated, or GENERATED ALWAYS AS
+ * IDENTITY) named where one that is written is needed: 0A000 saying so,
+ * rather than that the source lacks it (it is left out of the stage).
+ */
+static void
+refuse_unwritable(TargetInfo *target, const char *name, const char *argname)
+{
+	TargetColumn *col = target_column(target, name);
+
+	if (col != NULL && !col->writable)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("column \"%s\" of %s is a generated column", name, argname),
+				 errdetail("idem_etl never writes generated columns or GENERATED ALWAYS identity columns."),
+				 errhint("Name a column that the source writes.")));
+}
+
+/*
  * The columns an update sets (and compares): the written columns that are
  * not key columns, narrowed to update_columns or without exclude_columns
  * (dbt's merge_update_columns / merge_exclude_columns).  New rows are
@@ -136,6 +154,8 @@ update_set_columns(TargetInfo *target, Stage *stage, TargetKey *key,
 						 errmsg("column \"%s\" of %s is a key column", names[i], argname),
 						 errdetail("Key columns identify rows; they are never updated."),
 						 errhint("Leave the key columns out of %s.", argname)));
+			if (args->update_columns)
+				refuse_unwritable(target, names[i], "update_columns");
 			if (args->update_columns && !stage_has_column(stage, names[i]))
 				ereport(ERROR,
 						(errcode(ERRCODE_UNDEFINED_COLUMN),
@@ -753,7 +773,10 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	for (int i = 0; i < key->ncolumns; i++)
 		require_source_column(target, stage, key->names[i], "key column");
 	if (args.newer_column)
+	{
+		refuse_unwritable(target, args.newer_column, "newer_column");
 		require_source_column(target, stage, args.newer_column, "newer_column");
+	}
 	setcols = update_set_columns(target, stage, key, &args, &nset);
 	check_privileges(target, stage, setcols, nset, args.delete_missing != NULL);
 
