@@ -35,6 +35,17 @@ SELECT skipped FROM etl_upsert_batch('aud.orders', 'SELECT * FROM aud.src WHERE 
     expect => 'sum(amount) > 0', run_key => 'r');
 SELECT * FROM aud.err($$SELECT * FROM etl_upsert_batch('aud.orders', 'SELECT * FROM aud.src WHERE id <= 5',
     expect => 'sum(amount) > 1000', run_key => 'r')$$);
+-- expectations the parser reads but a scan by parentheses did not (42601
+-- before): quotes, comments, constructs that become calls, WITHIN GROUP;
+-- met, then not met with the value of each call shown
+SELECT inserted, unchanged FROM etl_upsert_batch('aud.orders', 'SELECT * FROM aud.src WHERE id <= 5',
+    expect => $e$EXTRACT(year FROM max(now())) > 2000 AND count(*) FILTER (WHERE amount::text <> $q$a)$q$) = 5
+             AND sum(amount /* ) */) > 0 AND (now(), now()) OVERLAPS (now(), now())
+             AND max(now()) AT TIME ZONE 'UTC' IS NOT NULL
+             AND percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) FILTER (WHERE id > 0) = 30$e$);
+SELECT * FROM aud.err($$SELECT * FROM etl_upsert_batch('aud.orders', 'SELECT * FROM aud.src WHERE id <= 5',
+    expect => 'count(*) FILTER (WHERE amount::text <> $q$a)$q$) = 4
+               AND percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) FILTER (WHERE id > 0) = 30')$$);
 -- refused before anything runs: not one expression (42601), not over aggregates (42803)
 SELECT * FROM aud.err($$SELECT * FROM etl_upsert_batch('aud.orders', 'TABLE aud.src', expect => 'true; DROP TABLE aud.orders')$$);
 SELECT * FROM aud.err($$SELECT * FROM etl_upsert_batch('aud.orders', 'TABLE aud.src', expect => 'amount > 0')$$);

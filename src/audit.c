@@ -19,6 +19,8 @@
 #include "lib/stringinfo.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
+#include "parser/scanner.h"
+#include "parser/gram.h"			/* the scanner's token codes; after scanner.h */
 #include "utils/builtins.h"
 
 #include "audit.h"
@@ -46,36 +48,85 @@ collect_calls(Node *node, void *context)
 
 	if (node == NULL)
 		return false;
-	if (IsA(node, FuncCall) && ((FuncCall *) node)->location >= 0)
+	/*
+	 * Calls written as calls: the grammar makes calls of some SQL syntax
+	 * too (AT TIME ZONE, IS NORMALIZED, OVERLAPS), located at a keyword.
+	 */
+	if (IsA(node, FuncCall) && ((FuncCall *) node)->location >= 0
+#if PG_VERSION_NUM >= 140000
+		&& ((FuncCall *) node)->funcformat == COERCE_EXPLICIT_CALL
+#endif
+		)
 		spans->starts = lappend_int(spans->starts, ((FuncCall *) node)->location);
 	return raw_expression_tree_walker(node, collect_calls, context);
 }
 
-/* The end (exclusive) of the parenthesized group starting at or after p. */
+/*
+ * The end (exclusive) of the function call that starts at start: a name,
+ * maybe qualified, its parenthesized arguments, and WITHIN GROUP (...) and
+ * FILTER (...) after them if there; read with PostgreSQL's own scanner,
+ * so that quotes of every kind and comments are skipped as the parser
+ * skips them.  NULL when no such call starts there.
+ */
 static const char *
-skip_parens(const char *p)
+call_end(const char *start)
 {
+	core_yy_extra_type extra;
+	core_yyscan_t scanner = scanner_init(start, &extra, &ScanKeywords, ScanKeywordTokens);
+	core_YYSTYPE lval;
+	int			loc;
+	int			tok;
 	int			depth = 0;
+	bool		named = false;
+	bool		in_args = false;
+	int			expect_next = 0;	/* GROUP_P after WITHIN, '(' after it or FILTER */
+	const char *end = NULL;
 
-	while (*p && *p != '(')
-		p++;
-	for (; *p; p++)
+	while ((tok = core_yylex(&lval, &loc, scanner)) != 0)
 	{
-		if (*p == '\'' || *p == '"')
+		if (depth > 0)
 		{
-			char		q = *p++;
-
-			while (*p && !(*p == q && p[1] != q))
-				p += (*p == q) ? 2 : 1;
-			if (!*p)
-				break;
+			if (tok == '(')
+				depth++;
+			else if (tok == ')' && --depth == 0)
+				end = start + loc + 1;
+			continue;
 		}
-		else if (*p == '(')
-			depth++;
-		else if (*p == ')' && --depth == 0)
-			return p + 1;
+		if (!in_args)
+		{
+			/* the name: identifiers or keywords, with dots between */
+			if (tok == '(' && named)
+			{
+				in_args = true;
+				depth = 1;
+			}
+			else if (tok == '.' && named)
+				named = false;
+			else if (!named && (tok == IDENT || isalpha((unsigned char) start[loc])) &&
+					 tok != SCONST && tok != USCONST && tok != BCONST && tok != XCONST)
+				named = true;
+			else
+				break;
+			continue;
+		}
+		/* after the arguments, or a clause: WITHIN GROUP (...), FILTER (...) */
+		if (expect_next != 0)
+		{
+			if (tok != expect_next)
+				break;
+			if (tok == '(')
+				depth = 1;
+			expect_next = tok == GROUP_P ? '(' : 0;
+		}
+		else if (tok == WITHIN)
+			expect_next = GROUP_P;
+		else if (tok == FILTER)
+			expect_next = '(';
+		else
+			break;
 	}
-	return p;
+	scanner_finish(scanner);
+	return end;
 }
 
 static int
@@ -105,16 +156,12 @@ top_level_calls(const char *expect)
 	{
 		const char *start = expect + (lfirst_int(lc) - strlen(prefix));
 		const char *end;
-		const char *after;
 
 		if (start < done)
 			continue;			/* inside the previous call */
-		end = skip_parens(start);
-		after = end;
-		while (*after == ' ' || *after == '\t' || *after == '\n')
-			after++;
-		if (pg_strncasecmp(after, "filter", 6) == 0 && !isalnum((unsigned char) after[6]))
-			end = skip_parens(after);
+		end = call_end(start);
+		if (end == NULL)
+			continue;
 		calls = lappend(calls, pnstrdup(start, end - start));
 		done = end;
 	}
