@@ -147,6 +147,19 @@ SELECT operation, count(*) FROM idem_etl.runs GROUP BY 1 ORDER BY 1;
 --
 -- cleanup: nothing expired yet
 --
+-- a version whose time has passed, not yet dropped, restored: the version
+-- it displaces is kept as long as it was (it was kept for no time at all,
+-- so that restore could not be undone); in one transaction, before the
+-- background janitor can drop it
+BEGIN;
+UPDATE idem_etl.replaced_partitions
+   SET replaced_at = now() - interval '1 day', keep_until = now() - interval '1 second'
+ WHERE kept_id = (SELECT max(kept_id) FROM idem_etl.replaced_partitions WHERE partition_name = 't_20261128');
+SELECT etl_restore_partition('rkeep.t', '2026-11-28');
+SELECT keep_until > now() + interval '23 hours' AS displaced_kept_a_day
+  FROM idem_etl.replaced_partitions WHERE partition_name = 't_20261128'
+ ORDER BY kept_id DESC LIMIT 1;
+COMMIT;
 SELECT count(*) AS kept_before FROM idem_etl.replaced_partitions \gset
 SELECT etl_cleanup();
 SELECT count(*) = :kept_before AS all_still_kept FROM idem_etl.replaced_partitions;

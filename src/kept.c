@@ -104,7 +104,8 @@ forget_kept(Datum kept_id)
 /*
  * Swap the most recently replaced version of the partition holding value
  * back in.  The version it displaces is kept in its place, for as long as the
- * restored one still had, so that a restore can itself be undone.
+ * restored one was kept (its keep_replaced; the time it had left may be
+ * none), so that a restore can itself be undone.
  */
 Datum
 etl_restore_partition(PG_FUNCTION_ARGS)
@@ -176,8 +177,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 		args[2] = CStringGetTextDatum(slot->value);
 	}
 	SPI_execute_with_args("SELECT k.kept_id, c.relname, k.bound, k.check_sql, k.partition_name,"
-						  " GREATEST(k.keep_until OPERATOR(pg_catalog.-) pg_catalog.now(),"
-						  " '0'::pg_catalog.interval)"
+						  " k.keep_until OPERATOR(pg_catalog.-) k.replaced_at"
 						  " FROM idem_etl.replaced_partitions k"
 						  " JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) k.kept_oid"
 						  " JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
