@@ -351,6 +351,7 @@ etl_cancel(PG_FUNCTION_ARGS)
 	CStringGetTextDatum(GetUserNameFromId(GetUserId(), false))};
 	char	   *status;
 	pid_t		pid = 0;
+	bool		cancelled;
 
 	SPI_connect();
 	status = job_status(job_status_plan(), job_id, CurrentMemoryContext, &pid);
@@ -363,12 +364,18 @@ etl_cancel(PG_FUNCTION_ARGS)
 						 " last_error = pg_catalog.concat('cancelled by ', pg_catalog.quote_ident($2))"
 						 " WHERE job_id OPERATOR(pg_catalog.=) $1 AND " JOB_PENDING,
 						 2, argtypes, args, NULL, SPI_OK_UPDATE);
-	if (SPI_processed > 0)
+	/*
+	 * None when the job ended between the look above and the UPDATE (the
+	 * UPDATE waits for a job committing its end, then finds it ended): then
+	 * nothing was cancelled.
+	 */
+	cancelled = SPI_processed > 0;
+	if (cancelled)
 		worker_note_job_ended();
-	if (SPI_processed > 0 && pid > 0 && strcmp(status, "running") == 0)
+	if (cancelled && pid > 0 && strcmp(status, "running") == 0)
 		(void) DirectFunctionCall1(pg_cancel_backend, Int32GetDatum(pid));
 	SPI_finish();
-	PG_RETURN_BOOL(true);
+	PG_RETURN_BOOL(cancelled);
 }
 
 /* --- queue access for the scheduler and the job workers --- */
@@ -543,7 +550,13 @@ jobs_start(int64 job_id)
 	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 }
 
-/* In the job's own transaction: it commits with what the job did. */
+/*
+ * In the job's own transaction: it commits with what the job did.  A job
+ * that is no longer running was cancelled while it ran (a command that
+ * caught the cancel carries on to here): its work must not commit under a
+ * 'cancelled' status, so the job's transaction ends in an error and rolls
+ * back, and the status stays cancelled.
+ */
 void
 jobs_succeeded(int64 job_id)
 {
@@ -551,6 +564,11 @@ jobs_succeeded(int64 job_id)
 				  " worker_pid = NULL WHERE job_id OPERATOR(pg_catalog.=) $1"
 				  " AND status OPERATOR(pg_catalog.=) 'running'",
 				  job_id, SPI_OK_UPDATE);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_QUERY_CANCELED),
+				 errmsg("job " INT64_FORMAT " was cancelled while it ran", job_id),
+				 errdetail("Its command caught the cancel and finished, but the job is no longer running: what it did is rolled back.")));
 }
 
 /*
