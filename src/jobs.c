@@ -47,6 +47,15 @@ PG_FUNCTION_INFO_V1(etl_backfill);
 /* The most attempts a job may have; the backoff of the last is bounded. */
 #define MAX_ATTEMPTS 100
 
+/*
+ * When a job whose attempt failed may run again: 1s, 2s, 4s, ... after its
+ * 1st, 2nd, 3rd attempt, at most the parameter (idem_etl.max_backoff, s).
+ */
+#define RETRY_AFTER(max_backoff_param) \
+	"pg_catalog.now() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>" \
+	" LEAST(pg_catalog.power(2::pg_catalog.float8," \
+	" LEAST(attempts OPERATOR(pg_catalog.-) 1, 30)), " max_backoff_param "))"
+
 static void
 require_preload(void)
 {
@@ -415,7 +424,8 @@ exec_with_job(const char *sql, int64 job_id, int expected)
 
 /*
  * Running jobs whose worker is gone (crash, kill, server restart): retried
- * like a transient error, or failed when out of attempts.  live_jobs are
+ * like a transient error, after the same backoff, or failed when out of
+ * attempts.  live_jobs are
  * the jobs (int64 *) that the job slots in shared memory say a worker runs
  * or is about to run; after a crash the slots are empty, so every running
  * job is requeued.
@@ -423,8 +433,8 @@ exec_with_job(const char *sql, int64 job_id, int expected)
 int
 jobs_requeue_dead(List *live_jobs)
 {
-	Oid			argtypes[1] = {INT8ARRAYOID};
-	Datum		args[1];
+	Oid			argtypes[2] = {INT8ARRAYOID, FLOAT8OID};
+	Datum		args[2];
 	Datum	   *ids = palloc(sizeof(Datum) * (list_length(live_jobs) + 1));
 	ListCell   *lc;
 	int			n = 0;
@@ -433,16 +443,18 @@ jobs_requeue_dead(List *live_jobs)
 		ids[n++] = Int64GetDatum(*(int64 *) lfirst(lc));
 	args[0] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64),
 											  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	args[1] = Float8GetDatum((double) idem_max_backoff);
 	if (SPI_execute_with_args("UPDATE idem_etl.jobs j SET"
 							  " status = CASE WHEN attempts OPERATOR(pg_catalog.<) max_attempts"
 							  " THEN 'queued' ELSE 'failed' END,"
 							  " finished_at = CASE WHEN attempts OPERATOR(pg_catalog.<) max_attempts"
 							  " THEN NULL ELSE pg_catalog.now() END,"
-							  " run_after = pg_catalog.now(), worker_pid = NULL,"
-							  " last_error = '57P02: the backend running the job ended before it finished'"
+							  " worker_pid = NULL,"
+							  " last_error = '57P02: the backend running the job ended before it finished',"
+							  " run_after = " RETRY_AFTER("$2")
 							  " WHERE status OPERATOR(pg_catalog.=) 'running'"
 							  " AND NOT (j.job_id OPERATOR(pg_catalog.=) ANY ($1))",
-							  1, argtypes, args, NULL, false, 0) != SPI_OK_UPDATE)
+							  2, argtypes, args, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "requeueing the jobs of dead workers failed");
 	return (int) SPI_processed;
 }
@@ -611,9 +623,7 @@ jobs_attempt_failed(int64 job_id, int sqlerrcode, const char *message)
 						 " THEN 'queued' ELSE 'failed' END,"
 						 " finished_at = CASE WHEN $3 AND attempts OPERATOR(pg_catalog.<) max_attempts"
 						 " THEN NULL ELSE pg_catalog.now() END,"
-						 " run_after = pg_catalog.now() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>"
-						 "  LEAST(pg_catalog.power(2::pg_catalog.float8,"
-						 "  LEAST(attempts OPERATOR(pg_catalog.-) 1, 30)), $4))"
+						 " run_after = " RETRY_AFTER("$4")
 						 " WHERE job_id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'running'",
 						 4, argtypes, args, NULL, SPI_OK_UPDATE);
 }
