@@ -162,6 +162,93 @@ etl_submit(PG_FUNCTION_ARGS)
 }
 
 /*
+ * The most jobs one etl_backfill may queue: a backfill is one statement,
+ * and its jobs are inserted in its transaction.  Ten thousand daily jobs
+ * are more than 27 years; a longer range is split into several calls.
+ */
+#define MAX_BACKFILL_JOBS 10000
+
+/*
+ * The dates of a backfill (a list of DateADT), oldest first: from_value + n * step for n = 0,
+ * 1, ... up to to_value (each computed from from_value, so that months from
+ * the 31st give the 31st or the month's last day, never drift to the 28th).
+ * Refused before anything is queued: an infinite bound (22023, the range
+ * would never end), a step with a time part (22023: the values are dates, and
+ * such a step gives the same date twice or uneven dates), more than
+ * MAX_BACKFILL_JOBS dates (54000).
+ */
+static List *
+backfill_dates(DateADT from, DateADT to, Interval *step)
+{
+	List	   *dates = NIL;
+	Timestamp	last;
+	Datum		first;
+
+	if (DATE_NOT_FINITE(from) || DATE_NOT_FINITE(to))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a finite date", DATE_NOT_FINITE(from) ? "from_value" : "to_value"),
+				 errdetail("A backfill queues one job per date, and an infinite range has no end."),
+				 errhint("Pass the first and the last date to load.")));
+	if (from > to)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("from_value must not be later than to_value"),
+				 errhint("Swap the two dates.")));
+	if (step->month < 0 || step->day < 0 || step->time < 0 ||
+		(step->month == 0 && step->day == 0 && step->time == 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("step must be a positive interval"),
+				 errhint("Pass a step such as '1 day'.")));
+	if (step->time != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("step must be a whole number of days or months"),
+				 errdetail("The values of a backfill are dates: a step with hours, minutes or seconds would give the same date more than once, or dates at uneven distances."),
+				 errhint("Pass a step such as '1 day', '7 days' or '1 month'.")));
+
+	first = DirectFunctionCall1(date_timestamp, DateADTGetDatum(from));
+	last = DatumGetTimestamp(DirectFunctionCall1(date_timestamp, DateADTGetDatum(to)));
+	for (int n = 0;; n++)
+	{
+		Datum		by = DirectFunctionCall2(interval_mul, IntervalPGetDatum(step),
+											 Float8GetDatum((double) n));
+		Timestamp	value = DatumGetTimestamp(DirectFunctionCall2(timestamp_pl_interval,
+																  first, by));
+
+		if (value > last)
+			break;
+		if (n >= MAX_BACKFILL_JOBS)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("a backfill may queue at most %d jobs", MAX_BACKFILL_JOBS),
+					 errdetail("From %s to %s by %s are more dates than that.",
+							   DatumGetCString(DirectFunctionCall1(date_out, DateADTGetDatum(from))),
+							   DatumGetCString(DirectFunctionCall1(date_out, DateADTGetDatum(to))),
+							   DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(step)))),
+					 errhint("Split the range into several backfills, or pass a longer step.")));
+		dates = lappend_int(dates, DatumGetDateADT(DirectFunctionCall1(timestamp_date,
+																	   TimestampGetDatum(value))));
+	}
+	return dates;
+}
+
+/* A date as YYYY-MM-DD whatever DateStyle says (as to_char prints it). */
+static char *
+iso_date(DateADT date)
+{
+	int			year,
+				month,
+				day;
+
+	j2date(date + POSTGRES_EPOCH_JDATE, &year, &month, &day);
+	if (year <= 0)
+		year = -(year - 1);
+	return psprintf("%04d-%02d-%02d", year, month, day);
+}
+
+/*
  * One job per value from from_value to to_value, oldest first, each with
  * {run_date} replaced by the value's quoted literal and named
  * job_name:value, so that submitting the same backfill again while it is
@@ -174,29 +261,16 @@ etl_backfill(PG_FUNCTION_ARGS)
 	Tuplestorestate *store;
 	char	   *command;
 	char	   *job_name;
-	uint64		n;
-	SPITupleTable *values;
+	List	   *dates;
+	ListCell   *lc;
 
 	require_preload();
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("command, from_value, to_value and step must not be NULL")));
-	if (PG_GETARG_DATEADT(1) > PG_GETARG_DATEADT(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("from_value must not be later than to_value"),
-				 errhint("Swap the two dates.")));
-	{
-		Interval   *step = PG_GETARG_INTERVAL_P(3);
-
-		if (step->month < 0 || step->day < 0 || step->time < 0 ||
-			(step->month == 0 && step->day == 0 && step->time == 0))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("step must be a positive interval"),
-					 errhint("Pass a step such as '1 day'.")));
-	}
+	dates = backfill_dates(PG_GETARG_DATEADT(1), PG_GETARG_DATEADT(2),
+						   PG_GETARG_INTERVAL_P(3));
 	store = idem_srf_store(fcinfo, &desc);
 	SPI_connect();
 	command = idem_text_arg(fcinfo, 0);
@@ -204,21 +278,9 @@ etl_backfill(PG_FUNCTION_ARGS)
 										 text_to_cstring(DatumGetTextPP(DirectFunctionCall1(md5_text,
 																							PG_GETARG_DATUM(0))))) :
 		idem_text_arg(fcinfo, 4);
+	foreach(lc, dates)
 	{
-		Oid			argtypes[3] = {DATEOID, DATEOID, INTERVALOID};
-		Datum		args[3] = {PG_GETARG_DATUM(1), PG_GETARG_DATUM(2), PG_GETARG_DATUM(3)};
-
-		if (SPI_execute_with_args("SELECT pg_catalog.to_char(d, 'YYYY-MM-DD')"
-								  " FROM pg_catalog.generate_series($1::pg_catalog.timestamp,"
-								  " $2::pg_catalog.timestamp, $3) d ORDER BY d",
-								  3, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
-			elog(ERROR, "listing backfill values failed");
-	}
-	n = SPI_processed;
-	values = SPI_tuptable;
-	for (uint64 i = 0; i < n; i++)
-	{
-		char	   *value = SPI_getvalue(values->vals[i], values->tupdesc, 1);
+		char	   *value = iso_date((DateADT) lfirst_int(lc));
 		StringInfoData cmd;
 		Datum		job[1];
 		bool		isnull[1] = {false};

@@ -5,7 +5,9 @@
 # once more after it finished, leaves 30 partitions each loaded once: 30
 # non-skipped runs in the ledger, the later reruns skipped by their run_key
 # (the partitions keep their files).  The jobs start oldest first; step
-# spaces the dates.
+# spaces the dates, each from_value + n * step (months from the 31st do not
+# drift).  Refused before anything is queued: an infinite bound (22023), a
+# step with a time part (22023), more than 10000 dates (54000).
 use strict;
 use warnings;
 use Test::More;
@@ -159,6 +161,55 @@ ok( $node->poll_query_until(
 		"SELECT count(*) = 5 FROM idem_etl.jobs WHERE job_name LIKE 'weekly:%' AND status = 'succeeded'"
 	),
 	'the weekly jobs ran');
+
+# --- months: from_value + n * step, so months from the 31st do not drift
+is( $node->safe_psql(
+		'postgres', q{
+	CREATE TEMP TABLE monthly AS
+	SELECT id FROM etl_backfill('SELECT {run_date}::date', '2026-01-31', '2026-05-31', '1 month', 'monthly') AS id;
+	SELECT string_agg(j.job_name, ',' ORDER BY j.job_id)
+	  FROM monthly m JOIN idem_etl.jobs j ON j.job_id = m.id}),
+	'monthly:2026-01-31,monthly:2026-02-28,monthly:2026-03-31,monthly:2026-04-30,monthly:2026-05-31',
+	'step => 1 month from the 31st: the 31st or the month\'s last day');
+
+# --- refused before anything is queued, each with its SQLSTATE; a statement
+# timeout ends the call if it would run on (as it did with infinity)
+sub backfill_fails
+{
+	my ($args) = @_;
+	my ($ret, $out, $err) = $node->psql('postgres',
+		"SET statement_timeout = '5s';\n\\set VERBOSITY verbose\nSELECT count(*) FROM etl_backfill('SELECT {run_date}::date', $args, job_name => 'refused')"
+	);
+	return $ret == 0 ? "no error: $out" : $err;
+}
+like(backfill_fails(q{'2026-01-01', 'infinity'}),
+	qr/ERROR:  22023: to_value must be a finite date/,
+	'to_value infinity: 22023, not a call that never ends');
+like(backfill_fails(q{'-infinity', '2026-01-01'}),
+	qr/ERROR:  22023: from_value must be a finite date/,
+	'from_value -infinity: 22023');
+like(backfill_fails(q{'2026-01-01', '2026-01-02', '1 hour'}),
+	qr/ERROR:  22023: step must be a whole number of days or months/,
+	'a step under a day (the same date 24 times): 22023');
+like(backfill_fails(q{'2026-01-01', '2026-01-09', '1 day 12 hours'}),
+	qr/ERROR:  22023: step must be a whole number of days or months/,
+	'a step with a time part (uneven dates): 22023');
+like(backfill_fails(q{'2000-01-01', '2030-01-01'}),
+	qr/ERROR:  54000: a backfill may queue at most 10000 jobs/,
+	'more than 10000 dates: 54000');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*) FROM idem_etl.jobs WHERE job_name LIKE 'refused:%'"),
+	'0', 'the refused backfills queued nothing');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*) FROM etl_backfill('SELECT 1', '2000-01-01', '2027-05-18', job_name => 'at_the_limit')"
+	),
+	'10000',
+	'10000 dates are allowed');
+$node->safe_psql('postgres',
+	"SELECT etl_cancel(job_id) FROM idem_etl.jobs WHERE job_name LIKE 'at_the_limit:%' AND status IN ('queued', 'running')"
+);
 
 # --- without job_name: 'backfill <md5 of the command>:date'; submitted twice
 # in one transaction (so both while pending): the same jobs
