@@ -491,15 +491,23 @@ exec_with_job(const char *sql, int64 job_id, int expected)
  * the jobs (int64 *) that the job slots in shared memory say a worker runs
  * or is about to run; after a crash the slots are empty, so every running
  * job is requeued.
+ *
+ * A job row that another transaction has locked is skipped (SKIP LOCKED):
+ * any role can lock its own job's row (an etl_cancel in an open
+ * transaction), and the dispatcher, which serves every database in turn,
+ * must never wait for that.  *skipped counts them; the caller comes back
+ * soon.
  */
 int
-jobs_requeue_dead(List *live_jobs)
+jobs_requeue_dead(List *live_jobs, int *skipped)
 {
 	Oid			argtypes[2] = {INT8ARRAYOID, FLOAT8OID};
 	Datum		args[2];
 	Datum	   *ids = palloc(sizeof(Datum) * (list_length(live_jobs) + 1));
 	ListCell   *lc;
 	int			n = 0;
+	int			requeued;
+	bool		isnull;
 
 	foreach(lc, live_jobs)
 		ids[n++] = Int64GetDatum(*(int64 *) lfirst(lc));
@@ -514,11 +522,22 @@ jobs_requeue_dead(List *live_jobs)
 							  " worker_pid = NULL,"
 							  " last_error = '57P02: the backend running the job ended before it finished',"
 							  " run_after = " RETRY_AFTER("$2")
+							  " WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+							  "SELECT job_id FROM idem_etl.jobs"
 							  " WHERE status OPERATOR(pg_catalog.=) 'running'"
-							  " AND NOT (j.job_id OPERATOR(pg_catalog.=) ANY ($1))",
+							  " AND NOT (job_id OPERATOR(pg_catalog.=) ANY ($1))"
+							  " FOR UPDATE SKIP LOCKED))",
 							  2, argtypes, args, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "requeueing the jobs of dead workers failed");
-	return (int) SPI_processed;
+	requeued = (int) SPI_processed;
+	/* what is still running without a worker was skipped */
+	if (SPI_execute_with_args("SELECT pg_catalog.count(*)::pg_catalog.int4 FROM idem_etl.jobs"
+							  " WHERE status OPERATOR(pg_catalog.=) 'running'"
+							  " AND NOT (job_id OPERATOR(pg_catalog.=) ANY ($1))",
+							  1, argtypes, args, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "counting the jobs of dead workers failed");
+	*skipped = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	return requeued;
 }
 
 /*
@@ -571,14 +590,22 @@ jobs_claim_next(int64 *job_id, Oid *roleoid)
 	return true;
 }
 
-/* A claimed job whose worker could not be started goes back, unharmed. */
+/*
+ * A claimed job whose worker could not be started goes back, unharmed.  Not
+ * when another transaction has locked its row (its role cancelling it, in a
+ * transaction still open): the dispatcher does not wait, and the job, still
+ * running without a worker, is requeued as a dead worker's at a later visit.
+ */
 void
 jobs_unclaim(int64 job_id)
 {
 	sqlb_exec(psprintf("UPDATE idem_etl.jobs SET status = 'queued',"
 					   " attempts = attempts OPERATOR(pg_catalog.-) 1"
+					   " WHERE job_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+					   "SELECT job_id FROM idem_etl.jobs"
 					   " WHERE job_id OPERATOR(pg_catalog.=) " INT64_FORMAT
-					   " AND status OPERATOR(pg_catalog.=) 'running'", job_id));
+					   " AND status OPERATOR(pg_catalog.=) 'running' FOR UPDATE SKIP LOCKED))",
+					   job_id));
 }
 
 void
@@ -593,13 +620,18 @@ jobs_fail(int64 job_id, const char *message)
 		elog(ERROR, "failing job " INT64_FORMAT " failed", job_id);
 }
 
-/* Finished jobs older than idem_etl.job_retention. */
+/*
+ * Finished jobs older than idem_etl.job_retention; a row another
+ * transaction has locked is left for a later visit.
+ */
 int
 jobs_purge_finished(void)
 {
-	sqlb_exec(psprintf("DELETE FROM idem_etl.jobs WHERE " JOB_ENDED
+	sqlb_exec(psprintf("DELETE FROM idem_etl.jobs WHERE job_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+					   "SELECT job_id FROM idem_etl.jobs WHERE " JOB_ENDED
 					   " AND finished_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
-					   " OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => %d))",
+					   " OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => %d))"
+					   " FOR UPDATE SKIP LOCKED))",
 					   idem_job_retention));
 	return (int) SPI_processed;
 }

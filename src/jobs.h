@@ -11,7 +11,7 @@
 #include "nodes/pg_list.h"
 
 extern bool jobs_lock_state(void);
-extern int	jobs_requeue_dead(List *live_jobs);
+extern int	jobs_requeue_dead(List *live_jobs, int *skipped);
 extern void jobs_next_due(int *queued, TimestampTz *next_due,
 						  TimestampTz *next_housekeeping);
 extern bool jobs_claim_next(int64 *job_id, Oid *roleoid);

@@ -9,6 +9,11 @@
  * It connects as the bootstrap superuser and pins every setting the
  * database's owner could have set (worker_pin_session): its statements are
  * idem_etl's own, with a superuser's rights.
+ *
+ * One dispatcher serves every database in turn, so it never waits for a
+ * lock that a user can hold: the rows it updates are taken FOR UPDATE SKIP
+ * LOCKED (and the skipped ones left for a later visit), the kept tables it
+ * drops with a conditional lock, and lock_timeout bounds any other wait.
  */
 #include "postgres.h"
 
@@ -110,6 +115,8 @@ idem_dispatcher_main(Datum arg)
 	int			queued = 0;
 	TimestampTz next_due = DT_NOEND;
 	TimestampTz next_housekeeping = DT_NOEND;
+	TimestampTz soon;
+	int			skipped = 0;
 
 	memcpy(&ds, MyBgworkerEntry->bgw_extra, sizeof(DispatchStart));
 	pqsignal(SIGTERM, die);
@@ -132,7 +139,7 @@ idem_dispatcher_main(Datum arg)
 	if (!jobs_lock_state())
 	{
 		/* DROP EXTENSION (or ALTER) holds the state tables: soon again */
-		TimestampTz soon = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), idem_naptime);
+		soon = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), idem_naptime);
 
 		worker_end_tx();
 		worker_report_visit(ds.dboid, 0, soon, soon);
@@ -142,7 +149,7 @@ idem_dispatcher_main(Datum arg)
 	foreach(lc, worker_unstarted_jobs(ds.dboid))
 		jobs_unclaim(*(int64 *) lfirst(lc));
 	{
-		int			requeued = jobs_requeue_dead(worker_live_jobs(ds.dboid));
+		int			requeued = jobs_requeue_dead(worker_live_jobs(ds.dboid), &skipped);
 
 		if (requeued > 0)
 			ereport(LOG,
@@ -171,6 +178,19 @@ idem_dispatcher_main(Datum arg)
 	}
 	jobs_next_due(&queued, &next_due, &next_housekeeping);
 	worker_end_tx();
+
+	/*
+	 * Rows that other transactions had locked were skipped, not waited for:
+	 * the dead workers' jobs among them are looked at again soon.  And what
+	 * this visit left due (a row it skipped, a kept table in use) is not
+	 * looked at again before a naptime, so that a lock held for long does
+	 * not make the launcher start dispatcher after dispatcher.
+	 */
+	soon = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), idem_naptime);
+	if (skipped > 0)
+		next_housekeeping = soon;
+	else if (next_housekeeping < soon)
+		next_housekeeping = soon;
 
 	/* claims are committed: now the launcher may start their workers */
 	foreach(lc, claimed)
