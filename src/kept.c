@@ -251,18 +251,54 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	PG_RETURN_OID(restored);
 }
 
-/* Drop one kept table, by OID: no name is looked up, no SQL is parsed. */
+/* A kept table in use (locked by someone) is tried again this much later. */
+#define KEPT_BUSY_RETRY_MS (10 * idem_naptime)
+
+typedef struct DropKept
+{
+	Oid			relid;
+	bool		busy;			/* out: somebody holds a lock on it */
+} DropKept;
+
+/*
+ * Drop one kept table, by OID: no name is looked up, no SQL is parsed.  Its
+ * lock is taken without waiting: a session that reads the kept table (its
+ * owner, or a role it was granted to) would otherwise hold up the janitor,
+ * and with it the dispatch of every database's jobs, for as long as it
+ * likes.  A table in use is left for a later pass (busy).
+ */
 static void
 drop_kept(void *arg)
 {
-	Oid			relid = *(Oid *) arg;
+	DropKept   *drop = (DropKept *) arg;
 	ObjectAddress object;
 
-	LockRelationOid(relid, AccessExclusiveLock);
-	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+	if (!ConditionalLockRelationOid(drop->relid, AccessExclusiveLock))
+	{
+		drop->busy = true;
 		return;
-	ObjectAddressSet(object, RelationRelationId, relid);
+	}
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(drop->relid)))
+		return;
+	ObjectAddressSet(object, RelationRelationId, drop->relid);
 	performDeletion(&object, DROP_RESTRICT, 0);
+}
+
+/* Try a kept version again after delay_ms. */
+static void
+postpone_kept(Datum kept_id, int delay_ms)
+{
+	Oid			argtypes[2] = {INT8OID, INTERVALOID};
+	Datum		args[2];
+	Interval   *delay = palloc0(sizeof(Interval));
+
+	delay->time = (TimeOffset) delay_ms * 1000;
+	args[0] = kept_id;
+	args[1] = IntervalPGetDatum(delay);
+	ledger_exec_as_owner("UPDATE idem_etl.replaced_partitions"
+						 " SET keep_until = pg_catalog.now() OPERATOR(pg_catalog.+) $2"
+						 " WHERE kept_id OPERATOR(pg_catalog.=) $1",
+						 2, argtypes, args, NULL, SPI_OK_UPDATE);
 }
 
 /*
@@ -271,7 +307,10 @@ drop_kept(void *arg)
  * superuser).  Rows whose table is gone are forgotten.  Each drop is a
  * subtransaction of its own: one that fails (another role's view on the
  * kept table) is a WARNING naming the table, is retried ten minutes later,
- * and does not stop the others, nor the scheduler.
+ * and does not stop the others, nor the scheduler.  Nothing here waits for
+ * a lock somebody else holds: a kept table in use is tried again
+ * KEPT_BUSY_RETRY_MS later, and a row another transaction has locked (an
+ * etl_cleanup or a restore in progress) is skipped.
  */
 int
 kept_cleanup(void)
@@ -280,10 +319,11 @@ kept_cleanup(void)
 	SPITupleTable *tuptable;
 	int32		dropped = 0;
 
-	SPI_execute("SELECT kept_id, kept_table, kept_oid, target"
-				" FROM idem_etl.replaced_partitions"
-				" WHERE keep_until OPERATOR(pg_catalog.<=) pg_catalog.now()"
-				" ORDER BY kept_id", false, 0);
+	ledger_exec_as_owner("SELECT kept_id, kept_table, kept_oid, target"
+						 " FROM idem_etl.replaced_partitions"
+						 " WHERE keep_until OPERATOR(pg_catalog.<=) pg_catalog.now()"
+						 " ORDER BY kept_id FOR UPDATE SKIP LOCKED",
+						 0, NULL, NULL, NULL, SPI_OK_SELECT);
 	n = SPI_processed;
 	tuptable = SPI_tuptable;
 	for (uint64 i = 0; i < n; i++)
@@ -294,6 +334,7 @@ kept_cleanup(void)
 		Oid			kept_oid = DatumGetObjectId(SPI_getbinval(tuptable->vals[i],
 															  tuptable->tupdesc, 3, &isnull));
 		ErrorData  *failure;
+		DropKept	drop = {kept_oid, false};
 
 		if (!kept_table_intact(kept_oid, kept_table))
 		{
@@ -306,7 +347,12 @@ kept_cleanup(void)
 		if (!pg_class_ownercheck(kept_oid, GetUserId()))
 #endif
 			continue;
-		failure = sqlb_try(drop_kept, &kept_oid);
+		failure = sqlb_try(drop_kept, &drop);
+		if (failure == NULL && drop.busy)
+		{
+			postpone_kept(kept_id, KEPT_BUSY_RETRY_MS);
+			continue;
+		}
 		if (failure == NULL)
 		{
 			forget_kept(kept_id);
@@ -319,10 +365,7 @@ kept_cleanup(void)
 						SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 4)),
 				 errdetail("%s", failure->message),
 				 errhint("Remove what depends on the kept table; idem_etl tries again in ten minutes.")));
-		ledger_exec_as_owner("UPDATE idem_etl.replaced_partitions"
-							 " SET keep_until = pg_catalog.now() OPERATOR(pg_catalog.+) '10 minutes'::pg_catalog.interval"
-							 " WHERE kept_id OPERATOR(pg_catalog.=) $1",
-							 1, (Oid[]) {INT8OID}, &kept_id, NULL, SPI_OK_UPDATE);
+		postpone_kept(kept_id, 10 * 60 * 1000);
 	}
 	return dropped;
 }
