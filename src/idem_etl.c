@@ -41,7 +41,10 @@ static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
-/* Only DROP DATABASE concerns idem_etl: its workers must leave first. */
+/*
+ * Only DROP DATABASE concerns idem_etl: its workers must leave first (as far
+ * as the caller may make them, see worker_stop_for_dropdb).
+ */
 static void
 idem_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 #if PG_VERSION_NUM >= 140000
@@ -52,7 +55,8 @@ idem_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 					QueryCompletion *qc)
 {
 	if (IsA(pstmt->utilityStmt, DropdbStmt))
-		worker_stop_in_database(((DropdbStmt *) pstmt->utilityStmt)->dbname);
+		worker_stop_for_dropdb((DropdbStmt *) pstmt->utilityStmt,
+							   context == PROCESS_UTILITY_TOPLEVEL);
 #if PG_VERSION_NUM >= 140000
 	if (prev_ProcessUtility)
 		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,

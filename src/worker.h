@@ -18,6 +18,7 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "nodes/parsenodes.h"
 #include "postmaster/bgworker.h"
 
 /* Settings */
@@ -45,6 +46,14 @@ typedef struct JobStart
 	int			slot;
 } JobStart;
 
+/* A dispatcher or job worker, in shared memory from before it connects. */
+typedef struct WorkerProc
+{
+	pid_t		pid;			/* 0: free entry */
+	Oid			dboid;
+	Oid			roleoid;		/* a job worker's role; InvalidOid: a dispatcher */
+} WorkerProc;
+
 /* One database's due work, as the launcher sees it (worker_status). */
 typedef struct DbStatus
 {
@@ -60,8 +69,9 @@ typedef struct DbStatus
 extern Size worker_shmem_size(void);
 extern void worker_shmem_request(void);
 extern void worker_shmem_init(void);
-extern void worker_register_proc(Oid dboid);
-extern void worker_signal_database(Oid dboid);
+extern void worker_register_proc(Oid dboid, Oid roleoid);
+extern List *worker_database_procs(Oid dboid);
+extern void worker_signal_database(Oid dboid, List *procs);
 extern void worker_note_due(TimestampTz due);
 extern void worker_note_housekeeping(TimestampTz due);
 extern void worker_job_ended_wait(long timeout_ms);
@@ -103,7 +113,7 @@ extern void worker_describe(BackgroundWorker *bgw, const char *function,
 							const char *type);
 extern void worker_begin_tx(const char *activity);
 extern void worker_end_tx(void);
-extern void worker_stop_in_database(const char *dbname);
+extern void worker_stop_for_dropdb(DropdbStmt *stmt, bool isTopLevel);
 extern void worker_pin_session(void);
 
 /* worker_launcher.c */

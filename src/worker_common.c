@@ -7,6 +7,7 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "executor/spi.h"
@@ -14,6 +15,7 @@
 #include "pgstat.h"
 #include "postmaster/postmaster.h"
 #include "utils/acl.h"
+#include "utils/backend_status.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -71,21 +73,83 @@ worker_end_tx(void)
 }
 
 /*
- * DROP DATABASE refuses while other sessions are connected, and a scheduler
- * stays connected to its database: ask idem_etl's workers there to exit
- * first (DROP DATABASE waits a few seconds for them).  The launcher starts
- * no new scheduler there for a while (PROBE_EVERY naptimes).  Only for a
- * caller who may drop the database: anybody else gets DROP DATABASE's own
- * error, and nobody's workers are disturbed.  The workers are found in
+ * Whether PostgreSQL lets the current user signal a backend of roleoid: the
+ * rules of pg_terminate_backend, which DROP DATABASE ... WITH (FORCE)
+ * applies too (TerminateOtherDBBackends).  A superuser's backend only by a
+ * superuser; another's by a role that has its privileges or those of
+ * pg_signal_backend.
+ */
+static bool
+may_signal_role(Oid roleoid)
+{
+	if (superuser_arg(roleoid))
+		return superuser();
+	return has_privs_of_role(GetUserId(), roleoid) ||
+		has_privs_of_role(GetUserId(), ROLE_PG_SIGNAL_BACKEND);
+}
+
+/*
+ * Whether a backend that is not one of idem_etl's processes (procs) is
+ * connected to dboid.  DROP DATABASE without FORCE then fails with 55006
+ * whatever idem_etl does.  Autovacuum workers do not count: DROP DATABASE
+ * stops them itself.
+ */
+static bool
+others_connected(Oid dboid, List *procs)
+{
+	int			n = pgstat_fetch_stat_numbackends();
+
+	for (int i = 1; i <= n; i++)
+	{
+		LocalPgBackendStatus *local = pgstat_fetch_stat_local_beentry(i);
+		PgBackendStatus *be = local ? &local->backendStatus : NULL;
+		bool		ours = false;
+		ListCell   *lc;
+
+		if (be == NULL || be->st_databaseid != dboid || be->st_procpid == MyProcPid ||
+			be->st_backendType == B_AUTOVAC_WORKER)
+			continue;
+		foreach(lc, procs)
+			ours |= ((WorkerProc *) lfirst(lc))->pid == be->st_procpid;
+		if (!ours)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * DROP DATABASE refuses while other sessions are connected, and a
+ * dispatcher or job worker of idem_etl is connected to its database: ask
+ * them to exit first (DROP DATABASE waits a few seconds for them).  The
+ * launcher starts no new scheduler there for a while (PROBE_EVERY
+ * naptimes).  The hook runs before DROP DATABASE's own checks, so it makes
+ * those that it can itself, and disturbs nobody when the drop is bound to
+ * fail: inside a transaction block or a function (25001), for the current
+ * database (55006), for a caller who does not own it (42501), and, without
+ * FORCE, while another session is connected (55006).  A job runs as its
+ * role, like that role's own session: its worker is stopped only when the
+ * caller could terminate that role's backends (pg_terminate_backend's rules,
+ * which DROP DATABASE WITH (FORCE) applies too).  When it could not, the
+ * drop fails as for a session of that role, and no worker is stopped.  A
+ * dispatcher, which only does idem_etl's bookkeeping and does it again at
+ * its next visit, is always asked to leave.  The workers are found in
  * idem_etl's shared memory, which, unlike pg_stat_activity, shows them to
  * every role.
  */
 void
-worker_stop_in_database(const char *dbname)
+worker_stop_for_dropdb(DropdbStmt *stmt, bool isTopLevel)
 {
-	Oid			dboid = get_database_oid(dbname, true);
+	Oid			dboid;
+	bool		force = false;
+	List	   *procs;
+	ListCell   *lc;
 
-	if (!OidIsValid(dboid) || !idem_preloaded)
+	if (!idem_preloaded)
+		return;
+	if (!isTopLevel || IsTransactionBlock() || IsSubTransaction())
+		return;
+	dboid = get_database_oid(stmt->dbname, true);
+	if (!OidIsValid(dboid) || dboid == MyDatabaseId)
 		return;
 #if PG_VERSION_NUM >= 160000
 	if (!object_ownercheck(DatabaseRelationId, dboid, GetUserId()))
@@ -93,7 +157,23 @@ worker_stop_in_database(const char *dbname)
 	if (!pg_database_ownercheck(dboid, GetUserId()))
 #endif
 		return;
-	worker_signal_database(dboid);
+	foreach(lc, stmt->options)
+		if (strcmp(lfirst_node(DefElem, lc)->defname, "force") == 0)
+			force = true;
+
+	procs = worker_database_procs(dboid);
+	if (procs == NIL)
+		return;
+	if (!force && others_connected(dboid, procs))
+		return;
+	foreach(lc, procs)
+	{
+		WorkerProc *proc = lfirst(lc);
+
+		if (OidIsValid(proc->roleoid) && !may_signal_role(proc->roleoid))
+			return;
+	}
+	worker_signal_database(dboid, procs);
 }
 
 /*

@@ -121,7 +121,7 @@ idem_dispatcher_main(Datum arg)
 	memcpy(&ds, MyBgworkerEntry->bgw_extra, sizeof(DispatchStart));
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	worker_register_proc(ds.dboid);
+	worker_register_proc(ds.dboid, InvalidOid);
 	BackgroundWorkerInitializeConnectionByOid(ds.dboid, InvalidOid, 0);
 	worker_pin_session();
 	pgstat_report_appname("idem_etl dispatcher");

@@ -33,7 +33,7 @@ idem_job_main(Datum arg)
 	memcpy(&job, MyBgworkerEntry->bgw_extra, sizeof(JobStart));
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	worker_register_proc(job.dboid);
+	worker_register_proc(job.dboid, job.roleoid);
 	worker_job_running(job.slot, job.job_id);
 #if PG_VERSION_NUM >= 160000
 	BackgroundWorkerInitializeConnectionByOid(job.dboid, job.roleoid,

@@ -77,12 +77,6 @@ typedef struct DbState
 	TimestampTz noted_housekeeping;
 } DbState;
 
-typedef struct WorkerProc
-{
-	pid_t		pid;			/* 0: free entry */
-	Oid			dboid;
-} WorkerProc;
-
 typedef struct WorkerShared
 {
 	LWLock	   *lock;
@@ -721,7 +715,7 @@ forget_proc(int code, Datum arg)
  * place: there are max_worker_processes of them.
  */
 void
-worker_register_proc(Oid dboid)
+worker_register_proc(Oid dboid, Oid roleoid)
 {
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < shared->nslots; i++)
@@ -729,20 +723,53 @@ worker_register_proc(Oid dboid)
 		{
 			shared->procs[i].pid = MyProcPid;
 			shared->procs[i].dboid = dboid;
+			shared->procs[i].roleoid = roleoid;
 			break;
 		}
 	LWLockRelease(shared->lock);
 	before_shmem_exit(forget_proc, (Datum) 0);
 }
 
-/* Ask idem_etl's processes connected to dboid to exit; forget its work. */
-void
-worker_signal_database(Oid dboid)
+/*
+ * idem_etl's processes connected to dboid (or about to connect): a list of
+ * WorkerProc copies, each with its role (InvalidOid for a dispatcher).
+ */
+List *
+worker_database_procs(Oid dboid)
 {
+	List	   *procs = NIL;
+
 	LWLockAcquire(shared->lock, LW_SHARED);
 	for (int i = 0; i < shared->nslots; i++)
 		if (shared->procs[i].pid != 0 && shared->procs[i].dboid == dboid)
-			(void) kill(shared->procs[i].pid, SIGTERM);
+		{
+			WorkerProc *proc = palloc(sizeof(WorkerProc));
+
+			*proc = shared->procs[i];
+			procs = lappend(procs, proc);
+		}
+	LWLockRelease(shared->lock);
+	return procs;
+}
+
+/*
+ * Ask idem_etl's processes connected to dboid to exit, those of procs
+ * (from worker_database_procs) that are still there.
+ */
+void
+worker_signal_database(Oid dboid, List *procs)
+{
+	ListCell   *lc;
+
+	LWLockAcquire(shared->lock, LW_SHARED);
+	foreach(lc, procs)
+	{
+		WorkerProc *proc = lfirst(lc);
+
+		for (int i = 0; i < shared->nslots; i++)
+			if (shared->procs[i].pid == proc->pid && shared->procs[i].dboid == dboid)
+				(void) kill(shared->procs[i].pid, SIGTERM);
+	}
 	LWLockRelease(shared->lock);
 }
 
