@@ -27,6 +27,16 @@ extern int	idem_naptime;		/* ms */
 extern int	idem_max_backoff;	/* s */
 extern int	idem_job_retention; /* s */
 
+/*
+ * The longest the dispatcher waits for any lock.  It is a safety net: the
+ * dispatcher skips locked rows and tables instead of waiting for them, and
+ * this bounds what is left (a lock nobody expected, the database's own lock
+ * while it connects), after which the visit, or the janitor's step, fails
+ * and is tried again later.  The dispatcher serves every database in turn:
+ * no wait of it may be unbounded.
+ */
+#define DISPATCHER_LOCK_TIMEOUT "1s"
+
 /* True in every process of a server that preloaded the library. */
 extern bool idem_preloaded;
 

@@ -177,15 +177,6 @@ worker_stop_for_dropdb(DropdbStmt *stmt, bool isTopLevel)
 }
 
 /*
- * The longest the dispatcher waits for any lock.  It is a safety net: the
- * dispatcher skips locked rows and tables instead of waiting for them, and
- * this bounds what is left (a lock nobody expected), after which the visit,
- * or the janitor's step, fails and is tried again later.  The dispatcher
- * serves every database in turn: no wait of it may be unbounded.
- */
-#define DISPATCHER_LOCK_TIMEOUT "1s"
-
-/*
  * Settings that a role or database may set (ALTER ROLE/DATABASE ... SET)
  * and that the dispatcher's session must not obey: it runs idem_etl's
  * bookkeeping, with the rights of a superuser or of the state's owner.  Set

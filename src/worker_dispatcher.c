@@ -122,6 +122,14 @@ idem_dispatcher_main(Datum arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	worker_register_proc(ds.dboid, InvalidOid);
+
+	/*
+	 * Connecting takes a lock on the database, which its owner can hold for
+	 * as long as it likes (ALTER DATABASE ... RENAME in a transaction left
+	 * open): bounded too.  An error here ends the dispatcher, and the
+	 * launcher tries the database again later.
+	 */
+	SetConfigOption("lock_timeout", DISPATCHER_LOCK_TIMEOUT, PGC_SUSET, PGC_S_OVERRIDE);
 	BackgroundWorkerInitializeConnectionByOid(ds.dboid, InvalidOid, 0);
 	worker_pin_session();
 	pgstat_report_appname("idem_etl dispatcher");
