@@ -43,17 +43,11 @@ $node->safe_psql(
 });
 
 my $holder = $node->background_psql('postgres');
-my $waits_on = sub {
-	my ($key) = @_;
-	return $node->poll_query_until('postgres',
-		"SELECT count(*) = 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = $key AND NOT granted"
-	);
-};
 
 # --- a job that catches the cancel: nothing of it commits
 $holder->query_safe('SELECT pg_advisory_lock(11)');
 my $j = $node->safe_psql('postgres', 'SELECT etl_submit($$SELECT load_with_log()$$)');
-ok($waits_on->(11), 'the job waits on the advisory lock');
+ok(wait_advisory($node, 11), 'the job waits on the advisory lock');
 my $pid = $node->safe_psql('postgres',
 	"SELECT worker_pid FROM idem_etl.jobs WHERE job_id = $j");
 is($node->safe_psql('postgres', "SELECT etl_cancel($j)"),
@@ -74,7 +68,7 @@ $holder->query_safe('SELECT pg_advisory_unlock(11)');
 # --- the job commits its end while the cancel waits for it: false
 $holder->query_safe('SELECT pg_advisory_lock(12)');
 $j = $node->safe_psql('postgres', 'SELECT etl_submit($$INSERT INTO work VALUES (1)$$)');
-ok($waits_on->(12), 'the job waits in its deferred trigger, marked succeeded but not committed');
+ok(wait_advisory($node, 12), 'the job waits in its deferred trigger, marked succeeded but not committed');
 my $canceller = $node->background_psql('postgres');
 $canceller->query_until(qr/sent/,
 	"\\echo sent\nINSERT INTO cancel_result SELECT etl_cancel($j);\n");

@@ -21,10 +21,7 @@ my $holder = $node->background_psql('postgres');
 $holder->query_safe('SELECT pg_advisory_lock(21)');
 my $j = $node->safe_psql('postgres',
 	q{SELECT etl_submit($$SELECT pg_advisory_xact_lock(21)$$, max_attempts => 3)});
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT count(*) = 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = 21 AND NOT granted"
-	),
+ok(wait_advisory($node, 21),
 	'the job waits on the advisory lock');
 my $pid = $node->safe_psql('postgres',
 	"SELECT worker_pid FROM idem_etl.jobs WHERE job_id = $j");

@@ -30,10 +30,7 @@ my $j = $node->safe_psql(
 	'postgres',
 	q{SELECT etl_submit($$SELECT pg_advisory_xact_lock(41)$$, max_attempts => 3)},
 	connstr => $node->connstr('postgres') . ' user=etl');
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT count(*) = 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = 41 AND NOT granted"
-	),
+ok(wait_advisory($node, 41),
 	'the role\'s job runs, waiting on an advisory lock');
 my $pid = $node->safe_psql('postgres',
 	"SELECT worker_pid FROM idem_etl.jobs WHERE job_id = $j");

@@ -15,7 +15,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-our @EXPORT = qw(new_node wait_ended no_crash);
+our @EXPORT = qw(new_node wait_ended no_crash wait_advisory);
 
 # Every wait is bounded by this (poll_query_until polls 10 times a second for
 # this many seconds): a broken build fails, it does not hang.  A test that
@@ -54,6 +54,17 @@ sub wait_ended
 	) or diag "job $id in $db did not end in time";
 	return $node->safe_psql($db,
 		"SELECT status FROM idem_etl.jobs WHERE job_id = $id");
+}
+
+# wait_advisory(node, key): bounded wait until a session (a job, say) waits
+# for the advisory lock key that the test holds (pg_advisory_lock(key));
+# true when it does.  A test makes a job wait there to act while it runs.
+sub wait_advisory
+{
+	my ($node, $key) = @_;
+	return $node->poll_query_until('postgres',
+		"SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND objid = $key AND NOT granted"
+	);
 }
 
 # no_crash(node, test name[, log offset]): a test that the server log (from
