@@ -574,13 +574,16 @@ ledger_purge(void)
 								  " WHERE NOT skipped AND operation OPERATOR(pg_catalog.=)"
 								  " ANY ('{replace_partition,restore_partition,replace_where}'::pg_catalog.text[])"
 								  " ORDER BY target_oid, run_id DESC)"
-								  " DELETE FROM idem_etl.runs r"
-								  " WHERE r.finished_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
+								  " DELETE FROM idem_etl.runs r WHERE r.run_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+								  " SELECT x.run_id FROM idem_etl.runs x"
+								  " WHERE x.finished_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
 								  " OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => %d))"
-								  " AND NOT (r.run_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+								  " AND NOT (x.run_id OPERATOR(pg_catalog.=) ANY (ARRAY("
 								  " SELECT run_id FROM keep UNION ALL SELECT run_id FROM keep_part"
 								  " UNION ALL SELECT run_id FROM keep_upsert"
-								  " UNION ALL SELECT run_id FROM keep_target)))",
+								  " UNION ALL SELECT run_id FROM keep_target)))"
+								  /* the dispatcher runs this: never wait for a row lock */
+								  " FOR UPDATE SKIP LOCKED))",
 								  idem_run_retention),
 						 0, NULL, NULL, NULL, SPI_OK_DELETE);
 	return (int64) SPI_processed;

@@ -334,6 +334,19 @@ bound_spec(Oid partoid)
 	return spec;
 }
 
+/* The lower and upper bounds of RANGE partition partoid; false for DEFAULT. */
+static bool
+range_datums(Oid partoid, PartitionRangeDatum **l, PartitionRangeDatum **h)
+{
+	PartitionBoundSpec *spec = bound_spec(partoid);
+
+	if (spec == NULL || spec->is_default)
+		return false;
+	*l = linitial_node(PartitionRangeDatum, spec->lowerdatums);
+	*h = linitial_node(PartitionRangeDatum, spec->upperdatums);
+	return true;
+}
+
 /*
  * The finite lower and upper bound values of RANGE partition partoid; false
  * for the default partition and for MINVALUE/MAXVALUE bounds.
@@ -341,15 +354,11 @@ bound_spec(Oid partoid)
 static bool
 finite_range(Oid partoid, Datum *lo, Datum *hi)
 {
-	PartitionBoundSpec *spec = bound_spec(partoid);
 	PartitionRangeDatum *l;
 	PartitionRangeDatum *h;
 
-	if (spec == NULL || spec->is_default)
-		return false;
-	l = linitial_node(PartitionRangeDatum, spec->lowerdatums);
-	h = linitial_node(PartitionRangeDatum, spec->upperdatums);
-	if (l->kind != PARTITION_RANGE_DATUM_VALUE || h->kind != PARTITION_RANGE_DATUM_VALUE)
+	if (!range_datums(partoid, &l, &h) ||
+		l->kind != PARTITION_RANGE_DATUM_VALUE || h->kind != PARTITION_RANGE_DATUM_VALUE)
 		return false;
 	*lo = castNode(Const, l->value)->constvalue;
 	*hi = castNode(Const, h->value)->constvalue;
@@ -762,10 +771,6 @@ partmap_find(TargetInfo *target, PartKey *pk, const char *value)
 }
 
 /*
- * The partition that holds value or, when there is none, the bounds and
- * name of the one to create.
- */
-/*
  * Whether RANGE partition partoid of rel holds the whole of [lower, upper)
  * (MINVALUE and MAXVALUE bounds unbounded), compared as the partition key
  * compares.
@@ -774,15 +779,11 @@ static bool
 range_holds(Relation rel, PartKey *pk, Oid partoid, const char *lower, const char *upper)
 {
 	PartitionKey key = RelationGetPartitionKey(rel);
-	PartitionBoundSpec *spec = bound_spec(partoid);
 	PartitionRangeDatum *l;
 	PartitionRangeDatum *h;
 
-	if (spec == NULL || spec->is_default)
-		return false;
-	l = linitial_node(PartitionRangeDatum, spec->lowerdatums);
-	h = linitial_node(PartitionRangeDatum, spec->upperdatums);
-	if (l->kind == PARTITION_RANGE_DATUM_MAXVALUE || h->kind == PARTITION_RANGE_DATUM_MINVALUE)
+	if (!range_datums(partoid, &l, &h) ||
+		l->kind == PARTITION_RANGE_DATUM_MAXVALUE || h->kind == PARTITION_RANGE_DATUM_MINVALUE)
 		return false;
 	if (l->kind == PARTITION_RANGE_DATUM_VALUE &&
 		DatumGetInt32(FunctionCall2Coll(&key->partsupfunc[0], key->partcollation[0],
@@ -877,6 +878,10 @@ deparse_bound(TargetInfo *target, PartKey *pk, const char *list_value,
 												   ObjectIdGetDatum(target->relid)));
 }
 
+/*
+ * The partition that holds value or, when there is none, the bounds and
+ * name of the one to create.
+ */
 PartSlot *
 partmap_slot(TargetInfo *target, PartKey *pk, const char *value,
 			 Interval *granularity)
