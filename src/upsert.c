@@ -668,8 +668,7 @@ delete_missing_rows(TargetInfo *target, TargetKey *key, KeyedBatch *batch,
 	/*
 	 * condition sees the target's columns, and the target by its name; the
 	 * batch's alias is neither, so it hides nothing the condition names.
-	 */
-	/*
+	 *
 	 * NULLS NOT DISTINCT: a batch row without NULL in its key matches by
 	 * equality alone, which can be hashed; only the few rows with one need
 	 * the match that takes NULLs as equal, which cannot: they are set apart
