@@ -52,7 +52,16 @@ static ProgressEntry *entries = NULL;	/* MaxBackends of them */
 bool		idem_track_progress = true;
 static ProgressEntry local_entry;
 static bool callback_registered = false;
-static SubTransactionId call_subid = InvalidSubTransactionId;
+
+/*
+ * The calls in progress in this backend, outermost first: a call may run
+ * another (from its source, or from a trigger on its target).  The entry
+ * shows the outermost; the others leave it alone.  Each is known by the
+ * subtransaction it started in, which ends it if aborted.
+ */
+#define MAX_NESTED_CALLS 16
+static SubTransactionId call_subids[MAX_NESTED_CALLS];
+static int	ncalls = 0;
 
 /*
  * Copy src into dst of size bytes, cut if need be at a character boundary
@@ -112,22 +121,45 @@ end_write(ProgressEntry *e)
 	pg_atomic_fetch_add_u32(&e->changecount, 1);
 }
 
+static void
+clear_entry(void)
+{
+	ProgressEntry *e = my_entry();
+
+	if (e->pid == 0)
+		return;
+	begin_write(e);
+	e->pid = 0;
+	end_write(e);
+}
+
 /* A call that fails is over too (caught by a savepoint or not). */
 static void
 clear_at_end(XactEvent event, void *arg)
 {
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_COMMIT ||
 		event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PARALLEL_COMMIT)
-		progress_end();
+	{
+		ncalls = 0;
+		clear_entry();
+	}
 }
 
+/*
+ * The calls started in the aborted subtransaction or below it are over;
+ * not those around the subtransactions a call makes itself (lock retries).
+ */
 static void
 clear_at_subabort(SubXactEvent event, SubTransactionId mySubid,
 				  SubTransactionId parentSubid, void *arg)
 {
-	/* not the subtransactions the call makes itself (lock retries) */
-	if (event == SUBXACT_EVENT_ABORT_SUB && mySubid == call_subid)
-		progress_end();
+	if (event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+	while (ncalls > 0 &&
+		   (ncalls > MAX_NESTED_CALLS || call_subids[ncalls - 1] >= mySubid))
+		ncalls--;
+	if (ncalls == 0)
+		clear_entry();
 }
 
 void
@@ -147,7 +179,10 @@ progress_start(const char *operation, const char *target, const char *run_key)
 		RegisterSubXactCallback(clear_at_subabort, NULL);
 	}
 	callback_registered = true;
-	call_subid = GetCurrentSubTransactionId();
+	if (ncalls < MAX_NESTED_CALLS)
+		call_subids[ncalls] = GetCurrentSubTransactionId();
+	if (ncalls++ > 0)
+		return;					/* the outermost call is shown */
 	begin_write(e);
 	e->dboid = MyDatabaseId;
 	e->roleoid = GetUserId();
@@ -168,7 +203,7 @@ progress_phase(const char *phase, int64 rows_total)
 {
 	ProgressEntry *e = my_entry();
 
-	if (e->pid == 0)
+	if (e->pid == 0 || ncalls > 1)
 		return;
 	begin_write(e);
 	strlcpy(e->phase, phase, sizeof(e->phase));
@@ -183,7 +218,7 @@ progress_rows(int64 rows_done)
 {
 	ProgressEntry *e = my_entry();
 
-	if (e->pid == 0)
+	if (e->pid == 0 || ncalls > 1)
 		return;
 	begin_write(e);
 	e->rows_done = rows_done;
@@ -193,13 +228,9 @@ progress_rows(int64 rows_done)
 void
 progress_end(void)
 {
-	ProgressEntry *e = my_entry();
-
-	if (e->pid == 0)
+	if (ncalls > 0 && --ncalls > 0)
 		return;
-	begin_write(e);
-	e->pid = 0;
-	end_write(e);
+	clear_entry();
 }
 
 /* A consistent copy of entry e; false when it shows no call. */
