@@ -46,6 +46,11 @@ SELECT inserted, unchanged FROM etl_upsert_batch('aud.orders', 'SELECT * FROM au
 SELECT * FROM aud.err($$SELECT * FROM etl_upsert_batch('aud.orders', 'SELECT * FROM aud.src WHERE id <= 5',
     expect => 'count(*) FILTER (WHERE amount::text <> $q$a)$q$) = 4
                AND percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) FILTER (WHERE id > 0) = 30')$$);
+-- a subquery's calls are its own: not cut out and evaluated outside it (42703)
+SELECT inserted, unchanged FROM etl_upsert_batch('aud.orders', 'SELECT * FROM aud.src WHERE id <= 5',
+    expect => 'count(*) = 5 AND EXISTS (SELECT 1 FROM (VALUES (1)) v(g) WHERE abs(g) = 1)');
+SELECT * FROM aud.err($$SELECT * FROM etl_upsert_batch('aud.orders', 'SELECT * FROM aud.src WHERE id <= 5',
+    expect => 'count(*) = (SELECT count(*) + 1 FROM aud.src WHERE id <= 5)')$$);
 -- refused before anything runs: not one expression (42601), not over aggregates (42803)
 SELECT * FROM aud.err($$SELECT * FROM etl_upsert_batch('aud.orders', 'TABLE aud.src', expect => 'true; DROP TABLE aud.orders')$$);
 SELECT * FROM aud.err($$SELECT * FROM etl_upsert_batch('aud.orders', 'TABLE aud.src', expect => 'amount > 0')$$);

@@ -63,6 +63,9 @@ CREATE TRIGGER "x ON rprop.pp_1 y" BEFORE INSERT ON rprop.pp_1
     FOR EACH ROW WHEN (NEW.v::text <> ' ON rprop.pp_1 ') EXECUTE FUNCTION rprop.tf('x ON rprop.pp_1 y');
 CREATE STATISTICS rprop.pp_1_st ON id, v FROM rprop.pp_1;
 CREATE STATISTICS rprop.other_name ON d, v FROM rprop.pp_1;
+-- a name of 63 bytes: the kept version's name is shortened (an assertion
+-- failure, and a heap overrun without assertions)
+CREATE STATISTICS rprop.stat_with_a_name_as_long_as_postgresql_allows_sixty_three_bytes ON d, id FROM rprop.pp_1;
 SELECT rows_loaded FROM etl_replace_partition('rprop.pp', '2026-01-01',
     $$SELECT '2026-01-01'::date AS d, 1 AS id, 1 AS v$$, keep_replaced => '1 day');
 SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = 'rprop.pp_1'::regclass;

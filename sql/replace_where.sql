@@ -93,6 +93,18 @@ INSERT INTO rw.days VALUES ('2026-11-01', 1), ('2026-11-02', 2);
 SELECT rows_loaded, rows_replaced FROM etl_replace_partition('rw.days', '2026-11-02',
     $$SELECT '2026-11-02'::date AS d, 20 AS v$$, granularity => '1 month');
 SELECT tableoid::regclass, * FROM rw.days ORDER BY d;
+-- a partition holding part of the granule: that part only (the whole
+-- partition was replaced: February's and March's rows were lost)
+CREATE TABLE rw.odd (d date NOT NULL, v int) PARTITION BY RANGE (d);
+CREATE TABLE rw.odd_a PARTITION OF rw.odd FOR VALUES FROM ('2024-01-01') TO ('2024-01-15');
+CREATE TABLE rw.odd_b PARTITION OF rw.odd FOR VALUES FROM ('2024-01-15') TO ('2024-03-15');
+INSERT INTO rw.odd VALUES ('2024-01-10', 1), ('2024-01-16', 2), ('2024-01-31', 3), ('2024-02-10', 4), ('2024-03-01', 5);
+SELECT rows_loaded, rows_replaced FROM etl_replace_partition('rw.odd', '2024-01-20',
+    $$SELECT '2024-01-20'::date AS d, 20 AS v$$, granularity => '1 month');
+SELECT tableoid::regclass, * FROM rw.odd ORDER BY d;
+-- etl_replace_partitions replaces whole partitions: refused there too
+SELECT * FROM rw.err($$SELECT * FROM etl_replace_partitions('rw.odd',
+    'SELECT ''2024-01-20''::date AS d, 21 AS v', granularity => '1 month')$$);
 
 -- audited like the other loads
 SELECT * FROM rw.err($$SELECT * FROM etl_replace_where('rw.events', 'd = ''2026-11-03''',

@@ -48,6 +48,10 @@ collect_calls(Node *node, void *context)
 
 	if (node == NULL)
 		return false;
+	/* a subquery's calls are over its own rows: not shown, not walked into */
+	if (IsA(node, SubLink))
+		return collect_calls(((SubLink *) node)->testexpr, context);
+
 	/*
 	 * Calls written as calls: the grammar makes calls of some SQL syntax
 	 * too (AT TIME ZONE, IS NORMALIZED, OVERLAPS), located at a keyword.

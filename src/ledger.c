@@ -174,6 +174,52 @@ ledger_lock_partitions(Oid target)
 	lock_all_partitions(target, ExclusiveLock);
 }
 
+/*
+ * Replacements of a plain table's rows run one at a time, whatever values
+ * or conditions they name (two may cover the same rows, and a lock taken in
+ * share mode by one call and then exclusively by a later call of the same
+ * transaction could deadlock with another).  They delete what their
+ * snapshot shows: under REPEATABLE READ or SERIALIZABLE, a run on the table
+ * committed after the snapshot was taken, whose rows the delete would not
+ * see and would leave beside the new ones, is 40001, as PostgreSQL reports
+ * a row changed concurrently.
+ */
+void
+ledger_lock_table(Oid target)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1];
+	static SPIPlanPtr plan = NULL;
+	int64		latest[2] = {0, 0};
+
+	lock_all_partitions(target, ExclusiveLock);
+	if (!IsolationUsesXactSnapshot())
+		return;
+	args[0] = ObjectIdGetDatum(target);
+	sqlb_prepare_kept(&plan, "SELECT pg_catalog.max(run_id) FROM idem_etl.runs"
+					  " WHERE target_oid OPERATOR(pg_catalog.=) $1", 1, argtypes);
+	for (int i = 0; i < 2; i++)
+	{
+		bool		isnull;
+		Datum		d;
+
+		if (SPI_execute_snapshot(plan, args, NULL,
+								 i == 0 ? GetLatestSnapshot() : GetTransactionSnapshot(),
+								 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "ledger lookup failed");
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		latest[i] = isnull ? 0 : DatumGetInt64(d);
+	}
+	if (latest[0] != latest[1])
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to a concurrent run on \"%s\"",
+						get_rel_name(target)),
+				 errdetail("Run %lld on the table committed after this transaction's snapshot was taken.",
+						   (long long) latest[0]),
+				 errhint("Retry the transaction.")));
+}
+
 static LedgerPrior
 lookup_prior(SPIPlanPtr plan, Datum *args, const char *nulls, Snapshot snapshot)
 {

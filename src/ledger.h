@@ -48,6 +48,7 @@ extern void idem_require_objects(const char *version, const char *what);
 extern void ledger_lock_key(Oid target, const char *operation, const char *key);
 extern void ledger_lock_partition(Oid target, const char *bound);
 extern void ledger_lock_partitions(Oid target);
+extern void ledger_lock_table(Oid target);
 extern LedgerPrior ledger_prior_run(Oid target, const char *operation,
 									 const char *run_key, const char *partition_value);
 /*

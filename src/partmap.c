@@ -771,30 +771,34 @@ partmap_find(TargetInfo *target, PartKey *pk, const char *value)
 }
 
 /*
- * Whether RANGE partition partoid of rel holds the whole of [lower, upper)
- * (MINVALUE and MAXVALUE bounds unbounded), compared as the partition key
- * compares.
+ * How RANGE partition partoid of rel's bounds compare with [lower, upper),
+ * as the partition key compares (MINVALUE and MAXVALUE unbounded): *lo_cmp
+ * and *hi_cmp are <0, 0 or >0 as its lower bound is below, at or above
+ * lower, and its upper bound below, at or above upper.  False for the
+ * default partition.
  */
 static bool
-range_holds(Relation rel, PartKey *pk, Oid partoid, const char *lower, const char *upper)
+range_compare(Relation rel, PartKey *pk, Oid partoid, const char *lower,
+			  const char *upper, int *lo_cmp, int *hi_cmp)
 {
 	PartitionKey key = RelationGetPartitionKey(rel);
 	PartitionRangeDatum *l;
 	PartitionRangeDatum *h;
 
-	if (!range_datums(partoid, &l, &h) ||
-		l->kind == PARTITION_RANGE_DATUM_MAXVALUE || h->kind == PARTITION_RANGE_DATUM_MINVALUE)
+	if (!range_datums(partoid, &l, &h))
 		return false;
-	if (l->kind == PARTITION_RANGE_DATUM_VALUE &&
-		DatumGetInt32(FunctionCall2Coll(&key->partsupfunc[0], key->partcollation[0],
-										castNode(Const, l->value)->constvalue,
-										value_datum(pk, lower))) > 0)
-		return false;
-	if (h->kind == PARTITION_RANGE_DATUM_VALUE &&
-		DatumGetInt32(FunctionCall2Coll(&key->partsupfunc[0], key->partcollation[0],
-										value_datum(pk, upper),
-										castNode(Const, h->value)->constvalue)) > 0)
-		return false;
+	if (l->kind == PARTITION_RANGE_DATUM_VALUE)
+		*lo_cmp = DatumGetInt32(FunctionCall2Coll(&key->partsupfunc[0], key->partcollation[0],
+												  castNode(Const, l->value)->constvalue,
+												  value_datum(pk, lower)));
+	else
+		*lo_cmp = l->kind == PARTITION_RANGE_DATUM_MINVALUE ? -1 : 1;
+	if (h->kind == PARTITION_RANGE_DATUM_VALUE)
+		*hi_cmp = DatumGetInt32(FunctionCall2Coll(&key->partsupfunc[0], key->partcollation[0],
+												  castNode(Const, h->value)->constvalue,
+												  value_datum(pk, upper)));
+	else
+		*hi_cmp = h->kind == PARTITION_RANGE_DATUM_MAXVALUE ? 1 : -1;
 	return true;
 }
 
@@ -802,7 +806,8 @@ range_holds(Relation rel, PartKey *pk, Oid partoid, const char *lower, const cha
  * The constraint of the slice [value's granule, + granularity) of a RANGE
  * key, aligned as a new partition of that width would be, and the slice as
  * "[lower, upper)" in *range; NULL when slot's partition is not wider than
- * that slice (nothing narrower to replace).
+ * that slice (nothing narrower to replace).  Of a partition that holds only
+ * part of the slice, the part it holds.
  */
 char *
 partmap_slice_check(TargetInfo *target, PartKey *pk, PartSlot *slot,
@@ -813,6 +818,8 @@ partmap_slice_check(TargetInfo *target, PartKey *pk, PartSlot *slot,
 	char	   *upper;
 	char	   *check;
 	int			level;
+	int			lo_cmp;
+	int			hi_cmp;
 
 	if (granularity == NULL || pk->strategy != PARTITION_STRATEGY_RANGE ||
 		!OidIsValid(slot->partoid))
@@ -823,10 +830,14 @@ partmap_slice_check(TargetInfo *target, PartKey *pk, PartSlot *slot,
 					 granularity, &lower, &upper);
 	check = range_check(pk, lower, upper);
 	*range = psprintf("[%s, %s)", lower, upper);
-	/* a partition as narrow as the slice, or narrower, is replaced whole */
-	if (strcmp(check, slot->check_sql) == 0 ||
-		!range_holds(rel, pk, slot->partoid, lower, upper))
-		check = NULL;
+	if (!range_compare(rel, pk, slot->partoid, lower, upper, &lo_cmp, &hi_cmp) ||
+		(lo_cmp >= 0 && hi_cmp <= 0))
+		check = NULL;			/* no wider than the slice: replaced whole */
+	else if (lo_cmp > 0 || hi_cmp < 0)
+	{
+		/* overlapping the slice's edge: the slice's part of it only */
+		check = psprintf("(%s) AND (%s)", check, slot->check_sql);
+	}
 	table_close(rel, NoLock);
 	utc_pop(level);
 	return check;

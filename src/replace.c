@@ -512,7 +512,7 @@ replace_in_table(ReplaceArgs *a, const char *value, ReplaceResult *r)
 	value = partmap_normalize(a->pk, value);
 	bound = partmap_value_check(a->pk, value);
 	memset(r, 0, sizeof(ReplaceResult));
-	ledger_lock_partition(a->target->relid, bound);
+	ledger_lock_table(a->target->relid);
 	replace_start_run(&run, a, value, bound, a->target->qualname);
 	progress_phase("staging", -1);
 	stage_load(&batch, a->target, NULL, false, NULL);
@@ -632,7 +632,7 @@ replace_table_values(ReplaceArgs *a, Tuplestorestate *store, TupleDesc desc)
 	bool	   *take = palloc0(sizeof(bool) * (nruns + 1));
 	int			ntake = 0;
 
-	ledger_lock_partitions(a->target->relid);
+	ledger_lock_table(a->target->relid);
 	for (int i = 0; i < nruns; i++)
 	{
 		char	   *value = partmap_normalize(a->pk, runs[i].text);

@@ -166,15 +166,13 @@ replace_where_run(ReplaceArgs *a, char *run_key, LedgerRun *run, ReplaceResult *
 	check_source_inside(a);
 
 	/*
-	 * Calls for one condition run one after the other.  On a plain table,
-	 * replacements of any of its rows do too (as etl_replace_partitions):
-	 * two conditions, or a condition and a value, may cover the same rows,
-	 * and a DELETE that waited for another call's cannot see the rows that
-	 * call inserted.  (A partitioned table's are serialized by
-	 * swap_serialize.)
+	 * Calls for one condition run one after the other; on a plain table
+	 * every replacement does (ledger_lock_table: a DELETE that waited for
+	 * another call's cannot see the rows that call inserted).  A
+	 * partitioned table's are serialized by swap_serialize.
 	 */
 	if (a->pk == NULL)
-		ledger_lock_partitions(a->target->relid);
+		ledger_lock_table(a->target->relid);
 	bound = psprintf("WHERE %s", a->condition);
 	ledger_lock_key(a->target->relid, "replace_where", bound);
 	initStringInfo(&opts);

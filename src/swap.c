@@ -24,6 +24,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_statistic_ext.h"
 #include "commands/defrem.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
@@ -139,6 +140,8 @@ rename_statistics(Oid nspid, const char *schema, const char *table, const char *
 			if (strncmp(name, from, fromlen) == 0 && name[fromlen] == '_' &&
 				name[fromlen + 1] != '\0')
 				label = name + fromlen + 1;
+			/* makeObjectName shortens the table's part, not the label */
+			label = pnstrdup(label, pg_mbcliplen(label, strlen(label), NAMEDATALEN / 2 - 8));
 			to = makeObjectName(table, NULL, label);
 			for (int n = 1; SearchSysCacheExists2(STATEXTNAMENSP, CStringGetDatum(to),
 												  ObjectIdGetDatum(nspid)); n++)

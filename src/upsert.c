@@ -678,7 +678,7 @@ delete_missing_rows(TargetInfo *target, TargetKey *key, KeyedBatch *batch,
 	initStringInfo(&sql);
 	if (key->nulls_not_distinct)
 	{
-		appendStringInfo(&sql, "WITH idem_null_keys AS MATERIALIZED (SELECT * FROM %s %s WHERE false",
+		appendStringInfo(&sql, "WITH idem_etl_null_keys AS MATERIALIZED (SELECT * FROM %s %s WHERE false",
 						 batch->name, b);
 		for (int i = 0; i < key->ncolumns; i++)
 			appendStringInfo(&sql, " OR %s.%s IS NULL", b, quote_identifier(key->names[i]));
@@ -691,7 +691,7 @@ delete_missing_rows(TargetInfo *target, TargetKey *key, KeyedBatch *batch,
 	appendStringInfoChar(&sql, ')');
 	if (key->nulls_not_distinct)
 	{
-		appendStringInfo(&sql, " AND NOT EXISTS (SELECT 1 FROM idem_null_keys %s WHERE ", b);
+		appendStringInfo(&sql, " AND NOT EXISTS (SELECT 1 FROM idem_etl_null_keys %s WHERE ", b);
 		sqlb_append_key_match(&sql, quote_identifier(target->relname), b,
 							  key->names, key->eqops, key->ncolumns, true);
 		appendStringInfoChar(&sql, ')');
