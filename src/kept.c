@@ -124,7 +124,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	bool		isnull;
 	int64		kept_id;
 	char	   *kept_relname;
-	Interval   *remaining;
+	Interval   *kept_for;
 	Oid			restored;
 	TimestampTz started = GetCurrentTimestamp();
 	int			nestlevel = idem_canonical_output();
@@ -204,7 +204,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 		/* serialized with the replacements of the partition it becomes */
 		ledger_lock_partition(relid, slot->bound_sql);
 	}
-	remaining = DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6, &isnull));
+	kept_for = DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6, &isnull));
 
 	memset(&spec, 0, sizeof(spec));
 	spec.parent = target;
@@ -240,7 +240,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 		run.rows_replaced = sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s.%s",
 													spec.schema, quote_identifier(spec.keep_name)));
 		kept_record(target, &displaced, spec.schema, spec.keep_name,
-					ledger_record(&run), remaining);
+					ledger_record(&run), kept_for);
 	}
 	else
 		(void) ledger_record(&run);

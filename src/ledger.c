@@ -143,8 +143,26 @@ ledger_lock_key(Oid target, const char *operation, const char *key)
 }
 
 /*
- * The locks that serialize replacements of the partitions of one target (on
- * a plain table, of its values).  A call that replaces one partition takes
+ * Run plan (one row at most) under snapshot: the run_id in the first column
+ * of its row, 0 when there is none; the row stays in SPI_tuptable.
+ */
+static int64
+first_run_id(SPIPlanPtr plan, Datum *args, Snapshot snapshot)
+{
+	bool		isnull;
+
+	if (SPI_execute_snapshot(plan, args, NULL, snapshot, InvalidSnapshot,
+							 true, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "ledger lookup failed");
+	if (SPI_processed == 0)
+		return 0;
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * The locks that serialize replacements of the partitions of one target (a
+ * plain table's replacements take the first exclusively, ledger_lock_table).
+ * A call that replaces one partition takes
  * the target's "all partitions" lock in share mode, then the partition's
  * own lock (keyed by its bound); etl_replace_partitions, which may touch
  * thousands of them, takes the "all partitions" lock exclusively instead of
@@ -190,33 +208,23 @@ ledger_lock_table(Oid target)
 	Oid			argtypes[1] = {OIDOID};
 	Datum		args[1];
 	static SPIPlanPtr plan = NULL;
-	int64		latest[2] = {0, 0};
+	int64		latest_id;
 
 	lock_all_partitions(target, ExclusiveLock);
 	if (!IsolationUsesXactSnapshot())
 		return;
 	args[0] = ObjectIdGetDatum(target);
-	sqlb_prepare_kept(&plan, "SELECT pg_catalog.max(run_id) FROM idem_etl.runs"
-					  " WHERE target_oid OPERATOR(pg_catalog.=) $1", 1, argtypes);
-	for (int i = 0; i < 2; i++)
-	{
-		bool		isnull;
-		Datum		d;
-
-		if (SPI_execute_snapshot(plan, args, NULL,
-								 i == 0 ? GetLatestSnapshot() : GetTransactionSnapshot(),
-								 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "ledger lookup failed");
-		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		latest[i] = isnull ? 0 : DatumGetInt64(d);
-	}
-	if (latest[0] != latest[1])
+	sqlb_prepare_kept(&plan, "SELECT run_id FROM idem_etl.runs"
+					  " WHERE target_oid OPERATOR(pg_catalog.=) $1"
+					  " ORDER BY run_id DESC LIMIT 1", 1, argtypes);
+	latest_id = first_run_id(plan, args, GetLatestSnapshot());
+	if (first_run_id(plan, args, GetTransactionSnapshot()) != latest_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not serialize access due to a concurrent run on \"%s\"",
 						get_rel_name(target)),
 				 errdetail("Run %lld on the table committed after this transaction's snapshot was taken.",
-						   (long long) latest[0]),
+						   (long long) latest_id),
 				 errhint("Retry the transaction.")));
 }
 
@@ -307,28 +315,14 @@ lookup_latest(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes, Datu
 			  const char *run_key)
 {
 	SPIPlanPtr	plan = sqlb_prepare_kept(cache, sql, nargs, argtypes);
-	SPITupleTable *latest;
-	uint64		nlatest;
-	int64		latest_id = 0;
-	bool		isnull;
+	int64		latest_id = first_run_id(plan, args, GetLatestSnapshot());
+	SPITupleTable *latest = SPI_tuptable;
+	uint64		nlatest = SPI_processed;
 
-	if (SPI_execute_snapshot(plan, args, NULL, GetLatestSnapshot(), InvalidSnapshot,
-							 true, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "ledger lookup failed");
-	latest = SPI_tuptable;
-	nlatest = SPI_processed;
-	if (nlatest > 0)
-		latest_id = DatumGetInt64(SPI_getbinval(latest->vals[0], latest->tupdesc, 1, &isnull));
 	if (IsolationUsesXactSnapshot())
 	{
-		int64		visible_id = 0;
+		int64		visible_id = first_run_id(plan, args, GetTransactionSnapshot());
 
-		if (SPI_execute_snapshot(plan, args, NULL, GetTransactionSnapshot(),
-								 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "ledger lookup failed");
-		if (SPI_processed > 0)
-			visible_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-													 SPI_tuptable->tupdesc, 1, &isnull));
 		if (visible_id != latest_id)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),

@@ -195,9 +195,7 @@ idem_dispatcher_main(Datum arg)
 	 * not make the launcher start dispatcher after dispatcher.
 	 */
 	soon = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), idem_naptime);
-	if (skipped > 0)
-		next_housekeeping = soon;
-	else if (next_housekeeping < soon)
+	if (skipped > 0 || next_housekeeping < soon)
 		next_housekeeping = soon;
 
 	/* claims are committed: now the launcher may start their workers */
