@@ -30,5 +30,16 @@ SELECT etl_submit('SELECT 1', run_after => now() + interval '1 day') AS job \gse
 SELECT etl_cancel(:job);
 SELECT etl_wait(:job, NULL);
 
+-- a run_after before the submission counts as the submission: no role can
+-- put its jobs ahead of those already waiting
+BEGIN;
+SELECT etl_submit('SELECT 1', run_after => '2000-01-01') AS early \gset
+SELECT etl_submit('SELECT 1', run_after => '-infinity') AS earliest \gset
+SELECT etl_submit('SELECT 1', run_after => now() + interval '1 day') AS later \gset
+SELECT job_id = :early AS early, run_after = now() AS at_now, run_after - now() AS after_now
+  FROM idem_etl.jobs WHERE job_id IN (:early, :earliest, :later) ORDER BY job_id;
+SELECT etl_cancel(:early), etl_cancel(:earliest), etl_cancel(:later);
+COMMIT;
+
 SET client_min_messages = warning;
 DROP SCHEMA jargs CASCADE;

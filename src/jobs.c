@@ -114,6 +114,14 @@ submit(const char *command, const char *job_name, int32 max_attempts,
 	check_max_attempts(max_attempts);
 	ledger_check_length("job_name", job_name);
 
+	/*
+	 * Due jobs start in the order of their run_after.  A time before the
+	 * submission would put this role's jobs ahead of every role's jobs
+	 * already waiting (and '-infinity', always ahead): it counts as now.
+	 */
+	if (run_after < GetCurrentTransactionStartTimestamp())
+		run_after = GetCurrentTransactionStartTimestamp();
+
 	if (job_name)
 	{
 		Oid			nametypes[2] = {TEXTOID, OIDOID};
