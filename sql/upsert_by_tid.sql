@@ -163,6 +163,21 @@ SELECT inserted, updated, unchanged
   FROM etl_upsert_batch('tid.parent', 'SELECT g AS id, ''new'' AS v FROM generate_series(1, 200) AS g');
 SELECT tid.summary('ONLY tid.parent'), tid.summary('tid.child');
 
+-- a unique violation that is not a key inserted meanwhile (here, of another
+-- unique index) fails the call at once: the batch is tried once, not
+-- twice (any 23505 of the plain INSERT made the whole merge run again with
+-- ON CONFLICT, and its triggers fire again); a trigger counts the rows tried
+CREATE TABLE tid.uv (id int PRIMARY KEY, v text UNIQUE);
+INSERT INTO tid.uv VALUES (0, 'taken');
+CREATE SEQUENCE tid.uv_tried;
+CREATE FUNCTION tid.count_tried() RETURNS trigger LANGUAGE plpgsql AS
+    $$BEGIN PERFORM nextval('tid.uv_tried'); RETURN NEW; END$$;
+CREATE TRIGGER count_tried BEFORE INSERT ON tid.uv FOR EACH ROW EXECUTE FUNCTION tid.count_tried();
+SELECT * FROM tid.err($$SELECT * FROM etl_upsert_batch('tid.uv',
+    'SELECT g AS id, CASE WHEN g = 150 THEN ''taken'' ELSE ''v'' || g END AS v FROM generate_series(1, 150) AS g')$$);
+SELECT last_value AS rows_tried FROM tid.uv_tried;
+SELECT count(*) AS rows_kept FROM tid.uv;
+
 DROP SCHEMA tid CASCADE;
 \set roles {idem_test_tid_rls}
 \i sql/include/drop_roles.sql

@@ -10,6 +10,7 @@
  */
 #include "postgres.h"
 
+#include "access/relation.h"
 #include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
@@ -22,6 +23,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/relcache.h"
 #include "storage/lmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -254,6 +256,12 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 /* A kept table in use (locked by someone) is tried again this much later. */
 #define KEPT_BUSY_RETRY_MS (10 * idem_naptime)
 
+/*
+ * How long a drop waits for the locks of what belongs to the kept table
+ * (its indexes, constraints, statistics): who holds one is using the table.
+ */
+#define KEPT_DEPENDENT_LOCK_WAIT "10ms"
+
 typedef struct DropKept
 {
 	Oid			relid;
@@ -265,13 +273,21 @@ typedef struct DropKept
  * lock is taken without waiting: a session that reads the kept table (its
  * owner, or a role it was granted to) would otherwise hold up the janitor,
  * and with it the dispatch of every database's jobs, for as long as it
- * likes.  A table in use is left for a later pass (busy).
+ * likes.  A table in use is left for a later pass (busy).  So is a table
+ * one of whose indexes somebody holds (COMMENT ON INDEX in a transaction
+ * left open held up etl_cleanup() for as long as it liked).  What else the
+ * drop locks (constraints, statistics, the TOAST table) it waits for only
+ * briefly: a lock timeout, which kept_cleanup takes as busy too.
  */
 static void
 drop_kept(void *arg)
 {
 	DropKept   *drop = (DropKept *) arg;
 	ObjectAddress object;
+	Relation	rel;
+	List	   *indexes;
+	ListCell   *lc;
+	int			nestlevel;
 
 	if (!ConditionalLockRelationOid(drop->relid, AccessExclusiveLock))
 	{
@@ -280,8 +296,26 @@ drop_kept(void *arg)
 	}
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(drop->relid)))
 		return;
+	rel = relation_open(drop->relid, NoLock);
+	indexes = RelationGetIndexList(rel);
+	relation_close(rel, NoLock);
+	foreach(lc, indexes)
+	{
+		if (ConditionalLockRelationOid(lfirst_oid(lc), AccessExclusiveLock))
+			continue;
+		/* nothing was done: let the users of the table go on */
+		for (ListCell *held = list_head(indexes); held != lc; held = lnext(indexes, held))
+			UnlockRelationOid(lfirst_oid(held), AccessExclusiveLock);
+		UnlockRelationOid(drop->relid, AccessExclusiveLock);
+		drop->busy = true;
+		return;
+	}
 	ObjectAddressSet(object, RelationRelationId, drop->relid);
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("lock_timeout", KEPT_DEPENDENT_LOCK_WAIT, PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	performDeletion(&object, DROP_RESTRICT, 0);
+	AtEOXact_GUC(true, nestlevel);
 }
 
 /* Try a kept version again after delay_ms. */
@@ -348,6 +382,12 @@ kept_cleanup(void)
 #endif
 			continue;
 		failure = sqlb_try(drop_kept, &drop);
+		if (failure != NULL && failure->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+		{
+			FreeErrorData(failure);
+			failure = NULL;
+			drop.busy = true;
+		}
 		if (failure == NULL && drop.busy)
 		{
 			postpone_kept(kept_id, KEPT_BUSY_RETRY_MS);

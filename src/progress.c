@@ -168,11 +168,10 @@ progress_start(const char *operation, const char *target, const char *run_key)
 	ProgressEntry *e = my_entry();
 	TimestampTz now;
 
-	/* idem_etl.track_progress off: nothing is reported (as track_activities) */
-	if (!idem_track_progress)
-		return;
-	now = GetCurrentTimestamp();
-
+	/*
+	 * Every call is counted, tracked or not: an untracked call made by a
+	 * tracked one must not end the outer call's entry when it ends.
+	 */
 	if (!callback_registered)
 	{
 		RegisterXactCallback(clear_at_end, NULL);
@@ -183,6 +182,10 @@ progress_start(const char *operation, const char *target, const char *run_key)
 		call_subids[ncalls] = GetCurrentSubTransactionId();
 	if (ncalls++ > 0)
 		return;					/* the outermost call is shown */
+	/* idem_etl.track_progress off: nothing is reported (as track_activities) */
+	if (!idem_track_progress)
+		return;
+	now = GetCurrentTimestamp();
 	begin_write(e);
 	e->dboid = MyDatabaseId;
 	e->roleoid = GetUserId();

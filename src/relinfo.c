@@ -171,12 +171,6 @@ target_key_list(TargetKey *key)
 }
 
 /*
- * Find a unique index usable as ON CONFLICT arbiter on exactly these
- * columns: valid, immediate, not partial, no expressions, every key column
- * once.  Its operator classes give the equality each key column is matched
- * with (so citext or an extension's type compares as the index does).
- */
-/*
  * A deferrable primary key (primary == true) or unique constraint on exactly
  * the key columns: ON CONFLICT cannot use it as its arbiter.  Refuse it by
  * name, before ON CONFLICT would with a less helpful message.
@@ -293,7 +287,8 @@ refuse_other_equality(Relation rel, HeapTuple tup, const int *position,
  * The unique index ON CONFLICT would take as arbiter for the key columns:
  * unique, immediate, valid, not partial, no expressions, on exactly those
  * columns.  Every such index must compare as the columns do
- * (refuse_other_equality).  Fills key->eqops and key->nulls_not_distinct.
+ * (refuse_other_equality).  Fills key->eqops, key->nulls_not_distinct and
+ * key->arbiters (every such index).
  */
 static bool
 find_unique_index(Relation rel, TargetKey *key, AttrNumber *attnums)
@@ -325,7 +320,12 @@ find_unique_index(Relation rel, TargetKey *key, AttrNumber *attnums)
 			match = position[j] >= 0;
 		}
 		if (match)
+		{
 			refuse_other_equality(rel, tup, position, key, attnums);
+			if (key->arbiters == NULL)
+				key->arbiters = palloc(sizeof(Oid) * list_length(indexes));
+			key->arbiters[key->narbiters++] = idx->indexrelid;
+		}
 		if (match && !found)
 		{
 			key->eqops = palloc(sizeof(char *) * key->ncolumns);

@@ -41,6 +41,10 @@ typedef struct TargetKey
 	char	  **eqops;			/* "OPERATOR(schema.=)" of each column's
 								 * operator class in the unique index */
 	bool		nulls_not_distinct;
+	int			narbiters;		/* the unique indexes on exactly the key
+								 * columns, which ON CONFLICT takes as
+								 * arbiters */
+	Oid		   *arbiters;
 } TargetKey;
 
 extern TargetInfo *target_open(Oid relid, AclMode mode);

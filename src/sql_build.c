@@ -435,7 +435,9 @@ sqlb_pin_search_path(void)
  * Run fn(arg) in a subtransaction.  Returns NULL when it succeeded, else
  * the error it raised, with everything it did rolled back: for the few
  * errors idem_etl recovers from (a lock wait that timed out, a constraint
- * whose failure gets a better message).
+ * whose failure gets a better message).  A cancel (pg_cancel_backend,
+ * statement_timeout) is never one of them: it is raised again, so that
+ * the caller's statement ends as the user asked.
  */
 ErrorData *
 sqlb_try(void (*fn) (void *), void *arg)
@@ -461,5 +463,7 @@ sqlb_try(void (*fn) (void *), void *arg)
 	PG_END_TRY();
 	MemoryContextSwitchTo(oldcxt);
 	CurrentResourceOwner = oldowner;
+	if (failure != NULL && failure->sqlerrcode == ERRCODE_QUERY_CANCELED)
+		ReThrowError(failure);
 	return failure;
 }

@@ -458,6 +458,32 @@ target_rows(TargetInfo *target)
 	return rows < 0 ? DBL_MAX : rows;
 }
 
+/*
+ * Whether the plain INSERT of the absent rows failed as it may: on a key
+ * another transaction inserted since the probe, found by one of the unique
+ * indexes on the key columns.  A violation of another unique index, or of
+ * a table a trigger writes, is the batch's error, raised at once: the
+ * batch is not written a second time only to fail again.
+ */
+static bool
+lost_key_race(TargetInfo *target, TargetKey *key, ErrorData *failure)
+{
+	Oid			nsp = get_rel_namespace(target->relid);
+	Oid			index;
+
+	if (failure->sqlerrcode != ERRCODE_UNIQUE_VIOLATION ||
+		failure->schema_name == NULL || failure->table_name == NULL ||
+		failure->constraint_name == NULL ||
+		strcmp(failure->table_name, get_rel_name(target->relid)) != 0 ||
+		strcmp(failure->schema_name, get_namespace_name(nsp)) != 0)
+		return false;
+	index = get_relname_relid(failure->constraint_name, nsp);
+	for (int i = 0; i < key->narbiters; i++)
+		if (key->arbiters[i] == index)
+			return true;
+	return false;
+}
+
 typedef struct MergeRun
 {
 	const char *sql;
@@ -624,7 +650,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 		failure = sqlb_try(run_merge, &m);
 		if (failure == NULL)
 			done = true;
-		else if (failure->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
+		else if (!lost_key_race(target, key, failure))
 			ReThrowError(failure);
 		else
 			FreeErrorData(failure);
