@@ -19,6 +19,7 @@
 #include "pgstat.h"
 #include "storage/latch.h"
 #include "storage/lmgr.h"
+#include "tcop/utility.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
@@ -156,6 +157,7 @@ etl_submit(PG_FUNCTION_ARGS)
 {
 	int64		job_id;
 
+	PreventCommandIfReadOnly("etl_submit()");
 	require_preload();
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -272,6 +274,7 @@ etl_backfill(PG_FUNCTION_ARGS)
 	List	   *dates;
 	ListCell   *lc;
 
+	PreventCommandIfReadOnly("etl_backfill()");
 	require_preload();
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
 		ereport(ERROR,
@@ -432,6 +435,7 @@ etl_cancel(PG_FUNCTION_ARGS)
 	pid_t		pid = 0;
 	bool		cancelled;
 
+	PreventCommandIfReadOnly("etl_cancel()");
 	SPI_connect();
 	status = job_status(job_status_plan(), job_id, CurrentMemoryContext, &pid);
 	if (status_ended(status))

@@ -19,6 +19,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -130,6 +131,8 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	Oid			restored;
 	TimestampTz started = GetCurrentTimestamp();
 	int			nestlevel = idem_canonical_output();
+
+	PreventCommandIfReadOnly("etl_restore_partition()");
 
 	/*
 	 * Before any lock, and from the catalog everyone reads: a table that is
@@ -415,6 +418,7 @@ etl_cleanup(PG_FUNCTION_ARGS)
 {
 	int32		dropped;
 
+	PreventCommandIfReadOnly("etl_cleanup()");
 	SPI_connect();
 	(void) ledger_purge();
 	dropped = kept_cleanup();

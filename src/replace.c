@@ -24,6 +24,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "tcop/utility.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -853,6 +854,7 @@ etl_replace_partition(PG_FUNCTION_ARGS)
 	Tuplestorestate *store;
 	int			nestlevel;
 
+	PreventCommandIfReadOnly("etl_replace_partition()");
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -910,6 +912,7 @@ etl_replace_partitions(PG_FUNCTION_ARGS)
 	Tuplestorestate *store;
 	int			nestlevel;
 
+	PreventCommandIfReadOnly("etl_replace_partitions()");
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

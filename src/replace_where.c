@@ -20,6 +20,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
@@ -227,6 +228,7 @@ etl_replace_where(PG_FUNCTION_ARGS)
 	bool		nulls[4] = {false, false, false, false};
 	int			nestlevel;
 
+	PreventCommandIfReadOnly("etl_replace_where()");
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

@@ -18,6 +18,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "fmgr.h"
+#include "tcop/utility.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -754,6 +755,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	Datum		values[6];
 	bool		nulls[6] = {false, false, false, false, false, false};
 
+	PreventCommandIfReadOnly("etl_upsert_batch()");
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
