@@ -215,3 +215,11 @@ LANGUAGE C VOLATILE SECURITY INVOKER;
 
 COMMENT ON FUNCTION etl_replace_where(regclass, text, text, interval, text, text, float8, boolean)
     IS 'replace the rows satisfying a condition with the rows of a query, atomically (replaceWhere)';
+
+-- ---------------------------------------------------------------------------
+-- Replacements and restores record the partition they left in place and its
+-- file: a run_key skip needs both to be still there (a partition dropped,
+-- replaced by another table or rewritten since is loaded again).  Older
+-- runs have neither, and are skipped as long as a partition exists.
+ALTER TABLE idem_etl.runs ADD COLUMN partition_oid oid;
+ALTER TABLE idem_etl.runs ADD COLUMN partition_filenode oid;

@@ -33,7 +33,11 @@ CREATE TABLE idem_etl.runs (
     partition_bound text,
     -- the expect that the batch met (write-audit-publish), and
     -- min_replaced_ratio when it was checked
-    expectation  text
+    expectation  text,
+    -- replacements and restores of a partition: the partition the run left
+    -- in place, and its file; a run_key skip needs both to be still there
+    partition_oid      oid,
+    partition_filenode oid
 );
 CREATE INDEX runs_lookup ON idem_etl.runs (target_oid, operation, run_key, partition_value, run_id);
 CREATE INDEX runs_partition ON idem_etl.runs (target_oid, partition_bound, run_id);

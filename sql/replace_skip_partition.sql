@@ -177,5 +177,43 @@ SELECT rows_loaded, skipped FROM etl_replace_where('rskip.u', 'id >= 1',
     $$SELECT '2026-11-01'::date AS d, 1 AS id, 1 AS v$$, run_key => 'w');
 SELECT * FROM rskip.u;
 
+-- a skip needs the partition the run left in place, with the same file:
+-- one dropped (a retention job; a backfill then loads it again), detached
+-- and replaced by an empty table, or truncated since is loaded again (the
+-- old code skipped all three and the day stayed empty)
+CREATE TABLE rskip.days (d date NOT NULL, id int NOT NULL) PARTITION BY RANGE (d);
+CREATE FUNCTION rskip.load(day date) RETURNS TABLE (rows_loaded bigint, skipped boolean)
+LANGUAGE sql AS $$
+    SELECT rows_loaded, skipped FROM etl_replace_partition('rskip.days', day::text,
+        format('SELECT %L::date AS d, g AS id FROM generate_series(1, 3) AS g', day),
+        granularity => '1 day', run_key => day::text)
+$$;
+SELECT * FROM rskip.load('2026-11-01');
+SELECT * FROM rskip.load('2026-11-01');
+SELECT partition_oid = 'rskip.days_20261101'::regclass AS partition_recorded,
+       partition_filenode = pg_relation_filenode('rskip.days_20261101') AS file_recorded
+  FROM idem_etl.runs WHERE target_oid = 'rskip.days'::regclass ORDER BY run_id DESC LIMIT 1;
+DROP TABLE rskip.days_20261101;
+SELECT * FROM rskip.load('2026-11-01');
+SELECT count(*) FROM rskip.days;
+ALTER TABLE rskip.days DETACH PARTITION rskip.days_20261101;
+ALTER TABLE rskip.days_20261101 RENAME TO days_archived;
+CREATE TABLE rskip.days_20261101 PARTITION OF rskip.days FOR VALUES FROM ('2026-11-01') TO ('2026-11-02');
+SELECT * FROM rskip.load('2026-11-01');
+SELECT count(*) FROM rskip.days;
+TRUNCATE rskip.days_20261101;
+SELECT * FROM rskip.load('2026-11-01');
+SELECT count(*) FROM rskip.days;
+SELECT * FROM rskip.load('2026-11-01');
+-- etl_replace_partitions the same
+SELECT partition_table, rows_loaded, skipped FROM etl_replace_partitions('rskip.days',
+    $$SELECT d::date, 1 AS id FROM generate_series('2026-11-02'::date, '2026-11-03', '1 day') AS d$$,
+    granularity => '1 day', run_key => 'both');
+DROP TABLE rskip.days_20261102;
+SELECT partition_table, rows_loaded, skipped FROM etl_replace_partitions('rskip.days',
+    $$SELECT d::date, 1 AS id FROM generate_series('2026-11-02'::date, '2026-11-03', '1 day') AS d$$,
+    granularity => '1 day', run_key => 'both');
+SELECT d, count(*) FROM rskip.days GROUP BY d ORDER BY d;
+
 SET client_min_messages = warning;
 DROP SCHEMA rskip CASCADE;

@@ -238,6 +238,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	run.partition_value = slot->value;
 	run.partition_bound = slot->bound_sql;
 	run.partition_table = psprintf("%s.%s", spec.schema, quote_identifier(slot->name));
+	run.partition_oid = restored;
 	run.rows_loaded = sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s.%s",
 											  spec.schema, quote_identifier(slot->name)));
 	if (OidIsValid(displaced.partoid))

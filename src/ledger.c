@@ -347,13 +347,21 @@ static LedgerPartPrior
 prior_and_change(SPITupleTable *tt, SPIPlanPtr *change_cache, const char *change_sql,
 				 Oid *argtypes, Datum *args, const char *run_key)
 {
-	LedgerPartPrior prior = {0, NULL, 0, NULL};
+	LedgerPartPrior prior = {0, NULL, 0, NULL, InvalidOid, InvalidOid};
 	bool		isnull;
 
 	if (tt == NULL)
 		return prior;
 	prior.applied = DatumGetInt64(SPI_getbinval(tt->vals[0], tt->tupdesc, 1, &isnull));
 	prior.fingerprint = SPI_getvalue(tt->vals[0], tt->tupdesc, 2);
+	if (tt->tupdesc->natts >= 4)
+	{
+		Datum		d = SPI_getbinval(tt->vals[0], tt->tupdesc, 3, &isnull);
+
+		prior.partition_oid = isnull ? InvalidOid : DatumGetObjectId(d);
+		d = SPI_getbinval(tt->vals[0], tt->tupdesc, 4, &isnull);
+		prior.partition_filenode = isnull ? InvalidOid : DatumGetObjectId(d);
+	}
 
 	argtypes[1] = INT8OID;
 	args[1] = Int64GetDatum(prior.applied);
@@ -368,10 +376,11 @@ prior_and_change(SPITupleTable *tt, SPIPlanPtr *change_cache, const char *change
 
 /*
  * The statements of ledger_partition_prior, by the column that names the
- * partition: partition_bound, or on objects still at 0.1 partition_value.
+ * partition: partition_bound, or on objects still at 0.1 partition_value
+ * (which have no partition_oid nor partition_filenode either).
  */
-#define PARTITION_APPLIED_SQL(col) \
-	"SELECT run_id, fingerprint FROM idem_etl.runs" \
+#define PARTITION_APPLIED_SQL(col, part) \
+	"SELECT run_id, fingerprint, " part " FROM idem_etl.runs" \
 	" WHERE target_oid OPERATOR(pg_catalog.=) $1" \
 	" AND operation OPERATOR(pg_catalog.=) 'replace_partition'" \
 	" AND run_key OPERATOR(pg_catalog.=) $2" \
@@ -450,14 +459,16 @@ ledger_partition_prior(Oid target, Oid partoid, const char *run_key,
 	{
 		args[2] = CStringGetTextDatum(bound);
 		return prior_and_change(lookup_latest(&applied_plan,
-											  PARTITION_APPLIED_SQL("partition_bound"),
+											  PARTITION_APPLIED_SQL("partition_bound",
+																	"partition_oid, partition_filenode"),
 											  3, argtypes, args, run_key),
 								&changed_plan, PARTITION_CHANGED_SQL("partition_bound"),
 								argtypes, args, run_key);
 	}
 	/* objects still at 0.1: looked up by run value, as 0.1 did (not cached) */
 	args[2] = CStringGetTextDatum(value);
-	return prior_and_change(lookup_latest(NULL, PARTITION_APPLIED_SQL("partition_value"),
+	return prior_and_change(lookup_latest(NULL, PARTITION_APPLIED_SQL("partition_value",
+																	  "NULL::pg_catalog.oid, NULL::pg_catalog.oid"),
 										  3, argtypes, args, run_key),
 							NULL, PARTITION_CHANGED_SQL("partition_value"),
 							argtypes, args, run_key);
@@ -629,15 +640,33 @@ ledger_purge(void)
 	return (int64) SPI_processed;
 }
 
+/*
+ * The file of relation relid now (pg_class.relfilenode): TRUNCATE, VACUUM
+ * FULL, CLUSTER and rewriting ALTER TABLEs give it a new one.
+ */
+Oid
+ledger_partition_filenode(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			filenode;
+
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	filenode = ((Form_pg_class) GETSTRUCT(tup))->relfilenode;
+	ReleaseSysCache(tup);
+	return filenode;
+}
+
 /* Add a run to the ledger and return its run_id. */
 int64
 ledger_record(const LedgerRun *run)
 {
-	Oid			argtypes[20] = {TEXTOID, TEXTOID, OIDOID, TEXTOID, TEXTOID,
+	Oid			argtypes[22] = {TEXTOID, TEXTOID, OIDOID, TEXTOID, TEXTOID,
 		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID, INT8OID,
-		TIMESTAMPTZOID, NAMEOID, TEXTOID, TEXTOID, INT8OID, INT8OID, TEXTOID, TEXTOID};
-	Datum		args[20];
-	char		nulls[20];
+		TIMESTAMPTZOID, NAMEOID, TEXTOID, TEXTOID, INT8OID, INT8OID, TEXTOID, TEXTOID,
+	OIDOID, OIDOID};
+	Datum		args[22];
+	char		nulls[22];
 	bool		isnull;
 	static SPIPlanPtr record_plan = NULL;
 
@@ -679,6 +708,13 @@ ledger_record(const LedgerRun *run)
 		args[19] = CStringGetTextDatum(run->expectation);
 	else
 		nulls[19] = 'n';
+	if (OidIsValid(run->partition_oid))
+	{
+		args[20] = ObjectIdGetDatum(run->partition_oid);
+		args[21] = ObjectIdGetDatum(ledger_partition_filenode(run->partition_oid));
+	}
+	else
+		memset(nulls + 20, 'n', 2);
 
 	/* objects still at 0.1: no partition_bound nor expectation (not cached) */
 	if (!idem_objects_at_least("0.2"))
@@ -694,11 +730,11 @@ ledger_record(const LedgerRun *run)
 							 " fingerprint, batch_rows, inserted, updated, unchanged, deleted,"
 							 " skipped, corrects, started_at, finished_at, run_by,"
 							 " partition_value, partition_table, rows_loaded, rows_replaced,"
-							 " partition_bound, expectation)"
+							 " partition_bound, expectation, partition_oid, partition_filenode)"
 							 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
-							 " pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18, $19, $20)"
-							 " RETURNING run_id",
-							 20, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
+							 " pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18, $19, $20,"
+							 " $21, $22) RETURNING run_id",
+							 22, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 									   SPI_tuptable->tupdesc, 1, &isnull));
 }

@@ -28,6 +28,8 @@ typedef struct LedgerRun
 	int64		rows_replaced;
 	bool		skipped;
 	const char *expectation;	/* the expect that passed, or NULL */
+	Oid			partition_oid;	/* replacements and restores of a partition:
+								 * the partition left in place */
 	int64		corrects;		/* run_id of the run this one corrects, or 0 */
 	TimestampTz started_at;
 } LedgerRun;
@@ -61,8 +63,13 @@ typedef struct LedgerPartPrior
 	char	   *fingerprint;
 	int64		changed_by;		/* 0 when nothing changed it since */
 	char	   *changed_op;
+	Oid			partition_oid;	/* the partition the applied run left in
+								 * place, and its file (InvalidOid: not
+								 * recorded, a run made before 0.2) */
+	Oid			partition_filenode;
 } LedgerPartPrior;
 
+extern Oid	ledger_partition_filenode(Oid relid);
 extern LedgerPartPrior ledger_partition_prior(Oid target, Oid partoid,
 											  const char *run_key, const char *bound,
 											  const char *value);

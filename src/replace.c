@@ -164,6 +164,26 @@ same_as_prior(ReplaceArgs *a, Oid partoid, const char *value, const char *bound,
 						prior.changed_op, (long long) prior.applied, a->run_key)));
 		return false;
 	}
+
+	/*
+	 * The ledger says what idem_etl did, not what became of the partition
+	 * since: a retention job may have dropped it, or somebody detached it
+	 * and attached an empty one, or truncated it.  Only the partition the
+	 * run left in place, with the same file, still holds its rows (runs
+	 * made before 0.2 did not record it: there, one that exists).
+	 */
+	if (a->target->relkind == RELKIND_PARTITIONED_TABLE &&
+		(!OidIsValid(partoid) ||
+		 (OidIsValid(prior.partition_oid) &&
+		  (partoid != prior.partition_oid ||
+		   ledger_partition_filenode(partoid) != prior.partition_filenode))))
+	{
+		ereport(NOTICE,
+				(errmsg("loading the partition of %s in \"%s\" again: it is not the one run %lld left for run_key \"%s\"",
+						value, a->target->relname, (long long) prior.applied, a->run_key),
+				 errdetail("The partition was dropped, replaced by another table, or rewritten (TRUNCATE, VACUUM FULL, CLUSTER) since.")));
+		return false;
+	}
 	ereport(NOTICE,
 			(errmsg("skipping replacement of %s in \"%s\": run %lld already has the same rows for run_key \"%s\"",
 					value, a->target->relname, (long long) prior.applied, a->run_key),
@@ -401,6 +421,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 		{
 			(void) stage_next_group(g, a->target, InvalidOid);
 			run.skipped = true;
+			run.partition_oid = slot->partoid;
 			r->partition = slot->partoid;
 			r->skipped = true;
 			r->run_id = ledger_record(&run);
@@ -450,6 +471,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 		{
 			sqlb_exec(psprintf("DROP TABLE %s", np->qualname));
 			run.skipped = true;
+			run.partition_oid = slot->partoid;
 			r->partition = slot->partoid;
 			r->skipped = true;
 			r->run_id = ledger_record(&run);
@@ -490,10 +512,11 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 
 	run.rows_loaded = r->loaded;
 	run.rows_replaced = r->replaced;
+	run.partition_oid = np->relid;
 	r->run_id = ledger_record(&run);
 	if (keep)
 		kept_record(a->target, slot, np->schema, spec.keep_name, r->run_id, a->keep);
-	r->partition = get_relname_relid(slot->name, get_rel_namespace(a->target->relid));
+	r->partition = np->relid;
 }
 
 /*
