@@ -100,6 +100,32 @@ SELECT * FROM rrefuse.sub ORDER BY d;
 SELECT rrefuse.state() AS before \gset
 
 --
+-- a partition in another schema than its parent's (ALTER TABLE ... SET
+-- SCHEMA moves only the parent): 0A000 before anything is done.  It was
+-- looked up in the parent's schema: "relation does not exist", or a table
+-- of the same name there, another partition, was detached and dropped
+-- before the ATTACH failed.
+--
+CREATE SCHEMA rrefuse_parts;
+CREATE TABLE rrefuse.ms (d date NOT NULL, id int NOT NULL) PARTITION BY RANGE (d);
+CREATE TABLE rrefuse_parts.ms_x PARTITION OF rrefuse.ms FOR VALUES FROM ('2026-11-01') TO ('2026-11-02');
+CREATE TABLE rrefuse.ms_x PARTITION OF rrefuse.ms FOR VALUES FROM ('2026-11-02') TO ('2026-11-03');
+INSERT INTO rrefuse.ms VALUES ('2026-11-01', 1), ('2026-11-02', 2);
+SELECT rrefuse.state() AS before \gset
+SELECT * FROM rrefuse.err($$SELECT * FROM etl_replace_partition('rrefuse.ms', '2026-11-01',
+    'SELECT ''2026-11-01''::date AS d, 3 AS id')$$);
+SELECT * FROM rrefuse.err($$SELECT * FROM etl_replace_partitions('rrefuse.ms',
+    'SELECT ''2026-11-01''::date AS d, 3 AS id')$$);
+SELECT rrefuse.state() = :'before' AS unchanged;
+SELECT * FROM rrefuse.ms ORDER BY d;
+-- its neighbour in the parent's schema is replaced as usual
+SELECT partition_table, rows_loaded, rows_replaced
+  FROM etl_replace_partition('rrefuse.ms', '2026-11-02', 'SELECT ''2026-11-02''::date AS d, 4 AS id');
+DROP TABLE rrefuse.ms;
+DROP SCHEMA rrefuse_parts;
+SELECT rrefuse.state() AS before \gset
+
+--
 -- foreign keys pointing into the partition: 23503 naming the constraint
 --
 SELECT * FROM rrefuse.err($$SELECT * FROM etl_replace_partition('rrefuse.orders', '2026-11-28',

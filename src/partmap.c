@@ -724,6 +724,22 @@ existing_partition(PartSlot *slot, Oid partoid, TargetInfo *target, PartKey *pk)
 	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(partoid));
 	if (!HeapTupleIsValid(tup))
 		elog(ERROR, "partition %u vanished", partoid);
+
+	/*
+	 * The new partition is built, and the replaced one kept, in the
+	 * parent's schema, where the partition is looked up by name: one in
+	 * another schema (ALTER TABLE ... SET SCHEMA moves only the parent)
+	 * would not be found there, or another table of its name would.
+	 */
+	if (((Form_pg_class) GETSTRUCT(tup))->relnamespace != get_rel_namespace(target->relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("partition \"%s\" of \"%s\" is in schema \"%s\", not in its parent's schema \"%s\"",
+						get_rel_name(partoid), target->relname,
+						get_namespace_name(((Form_pg_class) GETSTRUCT(tup))->relnamespace),
+						get_namespace_name(get_rel_namespace(target->relid))),
+				 errdetail("idem_etl replaces a partition with a table built in its parent's schema."),
+				 errhint("Move the partition into its parent's schema with ALTER TABLE ... SET SCHEMA.")));
 	slot->partoid = partoid;
 	slot->name = pstrdup(NameStr(((Form_pg_class) GETSTRUCT(tup))->relname));
 	d = SysCacheGetAttr(RELOID, tup, Anum_pg_class_relpartbound, &isnull);
