@@ -29,6 +29,13 @@ SELECT skipped FROM etl_replace_partition('ret.days', '2026-11-28', 'SELECT ''20
 SELECT skipped FROM etl_replace_partition('ret.days', '2026-11-28', 'SELECT ''2026-11-28''::date AS d, ''r1'' AS v', run_key => 'r1');
 SELECT skipped FROM etl_replace_partition('ret.days', '2026-11-28', 'SELECT ''2026-11-28''::date AS d, ''r2'' AS v', run_key => 'r2');
 
+-- a table loaded with run_key, then dropped: its run decides nothing any
+-- more (it was kept for ever, so that a new table given its OID after the
+-- OID counter wrapped around would have its first load skipped)
+CREATE TABLE ret.gone (id int PRIMARY KEY, v text);
+SELECT skipped FROM etl_upsert_batch('ret.gone', 'SELECT 1 AS id, ''a'' AS v', run_key => 'day1');
+DROP TABLE ret.gone;
+
 -- all of it 100 days old (as the ledger's owner); one recent run
 UPDATE idem_etl.runs SET started_at = started_at - interval '100 days',
                          finished_at = finished_at - interval '100 days';
@@ -37,7 +44,7 @@ SELECT run_id, operation, run_key, skipped FROM idem_etl.runs ORDER BY run_id;
 SELECT etl_cleanup() AS dropped_partitions;
 -- kept: the applied upserts of day1 and day2 (day1's skips are gone), both
 -- replacements (each the latest of its run_key; r2 the latest change of
--- the partition), the recent run
+-- the partition), the recent run; not the dropped table's run
 SELECT run_id, operation, run_key, skipped FROM idem_etl.runs ORDER BY run_id;
 
 -- the skip of day1 still works

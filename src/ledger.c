@@ -596,7 +596,9 @@ ledger_check_length(const char *argname, const char *value)
  * that a partition was not changed since, the latest applied replacement or
  * restore of every partition and the latest upsert that wrote rows into
  * every target (whether a later change exists is all that check asks).
- * Runs with the owner's rights; the retention is a server setting, so no
+ * Only for targets that still exist: a dropped table's runs decide nothing,
+ * unless a new table gets its OID, after the OID counter wrapped around,
+ * and its first load would be skipped by them.  Runs with the owner's rights; the retention is a server setting, so no
  * caller can shorten it.  Returns the number of runs deleted.
  */
 int64
@@ -629,10 +631,13 @@ ledger_purge(void)
 								  " SELECT x.run_id FROM idem_etl.runs x"
 								  " WHERE x.finished_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
 								  " OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => %d))"
-								  " AND NOT (x.run_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+								  /* a dropped target's runs decide nothing (its OID may be reused) */
+								  " AND (NOT EXISTS (SELECT FROM pg_catalog.pg_class c"
+								  " WHERE c.oid OPERATOR(pg_catalog.=) x.target_oid)"
+								  " OR NOT (x.run_id OPERATOR(pg_catalog.=) ANY (ARRAY("
 								  " SELECT run_id FROM keep UNION ALL SELECT run_id FROM keep_part"
 								  " UNION ALL SELECT run_id FROM keep_upsert"
-								  " UNION ALL SELECT run_id FROM keep_target)))"
+								  " UNION ALL SELECT run_id FROM keep_target))))"
 								  /* the dispatcher runs this: never wait for a row lock */
 								  " FOR UPDATE SKIP LOCKED))",
 								  idem_run_retention),
