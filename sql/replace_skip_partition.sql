@@ -214,6 +214,19 @@ SELECT partition_table, rows_loaded, skipped FROM etl_replace_partitions('rskip.
     $$SELECT d::date, 1 AS id FROM generate_series('2026-11-02'::date, '2026-11-03', '1 day') AS d$$,
     granularity => '1 day', run_key => 'both');
 SELECT d, count(*) FROM rskip.days GROUP BY d ORDER BY d;
+-- etl_replace_where on a partitioned table: a partition it rebuilt, dropped
+-- since, is rebuilt again
+SELECT rows_loaded, skipped FROM etl_replace_where('rskip.days', $$d BETWEEN '2026-11-02' AND '2026-11-03'$$,
+    $$SELECT d::date, 2 AS id FROM generate_series('2026-11-02'::date, '2026-11-03', '1 day') AS d$$, run_key => 'w');
+SELECT rows_loaded, skipped FROM etl_replace_where('rskip.days', $$d BETWEEN '2026-11-02' AND '2026-11-03'$$,
+    $$SELECT d::date, 2 AS id FROM generate_series('2026-11-02'::date, '2026-11-03', '1 day') AS d$$, run_key => 'w');
+DROP TABLE rskip.days_20261103;
+CREATE TABLE rskip.days_20261103 PARTITION OF rskip.days FOR VALUES FROM ('2026-11-03') TO ('2026-11-04');
+SELECT rows_loaded, skipped FROM etl_replace_where('rskip.days', $$d BETWEEN '2026-11-02' AND '2026-11-03'$$,
+    $$SELECT d::date, 2 AS id FROM generate_series('2026-11-02'::date, '2026-11-03', '1 day') AS d$$, run_key => 'w');
+SELECT d, id FROM rskip.days WHERE d >= '2026-11-02' ORDER BY d;
+SELECT rows_loaded, skipped FROM etl_replace_where('rskip.days', $$d BETWEEN '2026-11-02' AND '2026-11-03'$$,
+    $$SELECT d::date, 2 AS id FROM generate_series('2026-11-02'::date, '2026-11-03', '1 day') AS d$$, run_key => 'w');
 
 SET client_min_messages = warning;
 DROP SCHEMA rskip CASCADE;

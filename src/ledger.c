@@ -347,7 +347,7 @@ static LedgerPartPrior
 prior_and_change(SPITupleTable *tt, SPIPlanPtr *change_cache, const char *change_sql,
 				 Oid *argtypes, Datum *args, const char *run_key)
 {
-	LedgerPartPrior prior = {0, NULL, 0, NULL, InvalidOid, InvalidOid};
+	LedgerPartPrior prior = {0, NULL, 0, NULL, InvalidOid, InvalidOid, false};
 	bool		isnull;
 
 	if (tt == NULL)
@@ -488,6 +488,7 @@ ledger_where_prior(Oid target, const char *run_key, const char *bound)
 	Oid			argtypes[4] = {OIDOID, TEXTOID, TEXTOID, OIDARRAYOID};
 	Datum		args[4];
 	SPITupleTable *tt;
+	LedgerPartPrior prior;
 
 	idem_require_objects("0.2", "etl_replace_where");
 	args[0] = ObjectIdGetDatum(target);
@@ -501,7 +502,7 @@ ledger_where_prior(Oid target, const char *run_key, const char *bound)
 					   " AND partition_bound OPERATOR(pg_catalog.=) $3"
 					   " AND NOT skipped ORDER BY run_id DESC LIMIT 1",
 					   3, argtypes, args, run_key);
-	return prior_and_change(tt, NULL, "SELECT run_id, operation FROM idem_etl.runs"
+	prior = prior_and_change(tt, NULL, "SELECT run_id, operation FROM idem_etl.runs"
 							" WHERE (target_oid OPERATOR(pg_catalog.=) $1"
 							" OR target_oid OPERATOR(pg_catalog.=) ANY ($4))"
 							" AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped"
@@ -512,6 +513,29 @@ ledger_where_prior(Oid target, const char *run_key, const char *bound)
 							" OPERATOR(pg_catalog.>) 0))"
 							" ORDER BY run_id LIMIT 1",
 							argtypes, args, run_key);
+
+	/*
+	 * On a partitioned target the run recorded, in its transaction, a
+	 * replacement of each partition it rebuilt: each must still be there,
+	 * with the same file (see same_as_prior in replace.c).
+	 */
+	if (prior.applied != 0 && get_rel_relkind(target) == RELKIND_PARTITIONED_TABLE)
+	{
+		args[1] = Int64GetDatum(prior.applied);
+		if (SPI_execute_with_args("SELECT FROM idem_etl.runs w, idem_etl.runs r"
+								  " WHERE w.run_id OPERATOR(pg_catalog.=) $2"
+								  " AND r.xmin OPERATOR(pg_catalog.=) w.xmin"
+								  " AND r.run_id OPERATOR(pg_catalog.<) w.run_id"
+								  " AND r.target_oid OPERATOR(pg_catalog.=) $1"
+								  " AND r.operation OPERATOR(pg_catalog.=) 'replace_partition'"
+								  " AND NOT EXISTS (SELECT FROM pg_catalog.pg_class c"
+								  " WHERE c.oid OPERATOR(pg_catalog.=) r.partition_oid"
+								  " AND c.relfilenode OPERATOR(pg_catalog.=) r.partition_filenode)"
+								  " LIMIT 1", 2, (Oid[]) {OIDOID, INT8OID}, args, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not look up the partitions of run %lld", (long long) prior.applied);
+		prior.partition_gone = SPI_processed > 0;
+	}
+	return prior;
 }
 
 static Oid

@@ -67,6 +67,9 @@ typedef struct LedgerPartPrior
 								 * place, and its file (InvalidOid: not
 								 * recorded, a run made before 0.2) */
 	Oid			partition_filenode;
+	bool		partition_gone; /* etl_replace_where: a partition the applied
+								 * run rebuilt was dropped, replaced or
+								 * rewritten since */
 } LedgerPartPrior;
 
 extern Oid	ledger_partition_filenode(Oid relid);

@@ -189,7 +189,12 @@ replace_where_run(ReplaceArgs *a, char *run_key, LedgerRun *run, ReplaceResult *
 	if (run_key)
 	{
 		prior = ledger_where_prior(a->target->relid, run_key, bound);
-		if (prior.applied != 0 && prior.changed_by == 0 &&
+		if (prior.applied != 0 && prior.partition_gone)
+			ereport(NOTICE,
+					(errmsg("replacing the rows of \"%s\" where %s again: a partition run %lld rebuilt for run_key \"%s\" is no longer there",
+							a->target->relname, a->condition, (long long) prior.applied, run_key),
+					 errdetail("The partition was dropped, replaced by another table, or rewritten (TRUNCATE, VACUUM FULL, CLUSTER) since.")));
+		if (prior.applied != 0 && prior.changed_by == 0 && !prior.partition_gone &&
 			strcmp(prior.fingerprint, run->fingerprint) == 0)
 		{
 			ereport(NOTICE,
