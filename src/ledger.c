@@ -622,8 +622,9 @@ ledger_check_length(const char *argname, const char *value)
  * every target (whether a later change exists is all that check asks).
  * Only for targets that still exist: a dropped table's runs decide nothing,
  * unless a new table gets its OID, after the OID counter wrapped around,
- * and its first load would be skipped by them.  Runs with the owner's rights; the retention is a server setting, so no
- * caller can shorten it.  Returns the number of runs deleted.
+ * and its first load would be skipped by them.  Runs with the owner's
+ * rights; the retention is a server setting, so no caller can shorten it.
+ * Returns the number of runs deleted.
  */
 int64
 ledger_purge(void)
@@ -693,7 +694,7 @@ ledger_record(const LedgerRun *run)
 	Oid			argtypes[22] = {TEXTOID, TEXTOID, OIDOID, TEXTOID, TEXTOID,
 		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID, INT8OID,
 		TIMESTAMPTZOID, NAMEOID, TEXTOID, TEXTOID, INT8OID, INT8OID, TEXTOID, TEXTOID,
-	OIDOID, OIDOID};
+		OIDOID, OIDOID};
 	Datum		args[22];
 	char		nulls[22];
 	bool		isnull;
