@@ -19,6 +19,14 @@ SELECT * FROM jargs.err($$SELECT etl_backfill('SELECT {run_date}', '2026-11-02',
 SELECT * FROM jargs.err($$SELECT etl_backfill('SELECT {run_date}', '2026-11-01', '2026-11-02', '0 days')$$);
 SELECT * FROM jargs.err($$SELECT etl_backfill('SELECT {run_date}', '2026-11-01', '2026-11-02', '-1 day')$$);
 SELECT * FROM jargs.err($$SELECT etl_backfill('SELECT {run_date}', '2026-11-01', '2026-11-02', '1 day -24 hours')$$);
+-- NULL command or bounds: 22004
+SELECT * FROM jargs.err($$SELECT etl_submit(NULL)$$);
+SELECT * FROM jargs.err($$SELECT etl_backfill(NULL, '2026-11-01', '2026-11-02')$$);
+SELECT * FROM jargs.err($$SELECT etl_backfill('SELECT {run_date}', NULL, '2026-11-02')$$);
+SELECT * FROM jargs.err($$SELECT etl_backfill('SELECT {run_date}', '2026-11-01', NULL)$$);
+SELECT * FROM jargs.err($$SELECT etl_backfill('SELECT {run_date}', '2026-11-01', '2026-11-02', NULL)$$);
+-- a command of several statements: 42601, nothing queued
+SELECT * FROM jargs.err($$SELECT etl_submit('SELECT 1; SELECT 2')$$);
 -- max_attempts outside 1..100: 22023
 SELECT * FROM jargs.err($$SELECT etl_submit('SELECT 1', max_attempts => 0)$$);
 SELECT * FROM jargs.err($$SELECT etl_submit('SELECT 1', max_attempts => 101)$$);

@@ -73,6 +73,9 @@ CREATE TABLE rrefuse.ok (d date NOT NULL, v text) PARTITION BY LIST (d);
 CREATE TABLE rrefuse.ok_20261128 PARTITION OF rrefuse.ok FOR VALUES IN ('2026-11-28');
 INSERT INTO rrefuse.ok VALUES ('2026-11-28', 'old');
 CREATE VIEW rrefuse.a_view AS SELECT * FROM rrefuse.ok;
+-- partitioned by a number
+CREATE TABLE rrefuse.batches (batch int NOT NULL, v text) PARTITION BY RANGE (batch);
+CREATE TABLE rrefuse.batches_1 PARTITION OF rrefuse.batches FOR VALUES FROM (1) TO (2);
 
 SELECT rrefuse.state() AS before \gset
 
@@ -179,6 +182,20 @@ SELECT * FROM rrefuse.err($$SELECT * FROM etl_replace_partition('rrefuse.orders'
     'SELECT ''2026-12-24''::date AS d, 1 AS id', granularity => '0 days')$$);
 SELECT * FROM rrefuse.err($$SELECT * FROM etl_replace_partition('rrefuse.orders', '2026-12-24',
     'SELECT ''2026-12-24''::date AS d, 1 AS id', granularity => '-1 day')$$);
+-- a granularity for a key that is not a date or timestamp: 22023
+SELECT * FROM rrefuse.err($$SELECT * FROM etl_replace_partition('rrefuse.batches', '1',
+    'SELECT 1 AS batch, ''x'' AS v', granularity => '1 day')$$);
+SELECT * FROM rrefuse.err($$SELECT * FROM etl_replace_partitions('rrefuse.batches',
+    'SELECT 1 AS batch, ''x'' AS v', granularity => '1 day')$$);
+-- a target that no longer exists, by OID (as a regclass argument kept from
+-- before a DROP would be): 42P01, for every function
+SELECT * FROM rrefuse.err($$SELECT * FROM etl_replace_partition(4000000000::oid::regclass, '2026-11-28', 'SELECT 1')$$);
+SELECT * FROM rrefuse.err($$SELECT * FROM etl_replace_where(4000000000::oid::regclass, 'true', 'SELECT 1')$$);
+SELECT * FROM rrefuse.err($$SELECT * FROM etl_upsert_batch(4000000000::oid::regclass, 'SELECT 1')$$);
+-- etl_replace_where's NULL arguments: 22004
+SELECT * FROM rrefuse.err($$SELECT * FROM etl_replace_where(NULL, 'true', 'SELECT 1')$$);
+SELECT * FROM rrefuse.err($$SELECT * FROM etl_replace_where('rrefuse.ok', NULL, 'SELECT 1')$$);
+SELECT * FROM rrefuse.err($$SELECT * FROM etl_replace_where('rrefuse.ok', 'true', NULL)$$);
 -- a negative keep_replaced
 SELECT * FROM rrefuse.err($$SELECT * FROM etl_replace_partition('rrefuse.ok', '2026-11-28',
     'SELECT ''2026-11-28''::date AS d, ''new'' AS v', keep_replaced => '-1 day')$$);

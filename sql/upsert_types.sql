@@ -292,6 +292,15 @@ SELECT * FROM types.err($$SELECT * FROM etl_upsert_batch('types.seq', 'SELECT 1 
 SELECT * FROM types.err($$SELECT * FROM etl_upsert_batch('types.k_text_pkey', 'SELECT ''z'' AS k, 1 AS v')$$);
 SELECT count(*) FROM types.k_text WHERE k = 'z';
 
+-- idem_etl.same_image, the merge's change test: byte for byte, stricter
+-- than "=", NULL the same as NULL; pairs of the same type only
+SELECT idem_etl.same_image(1.0, 1.0) AS same, idem_etl.same_image(1.0, 1.00) AS scale,
+       idem_etl.same_image('{"a": 1}'::json, '{"a": 1}'::json) AS json,
+       idem_etl.same_image(point '(1,2)', point '(1,2)', NULL::text, NULL::text) AS nulls,
+       idem_etl.same_image(1, 1, 'x'::text, NULL::text) AS null_and_value;
+SELECT * FROM types.err($$SELECT idem_etl.same_image(1, 1, 2)$$);
+SELECT * FROM types.err($$SELECT idem_etl.same_image(1, 1::bigint)$$);
+
 SET client_min_messages = warning;
 DROP SCHEMA types CASCADE;
 DROP SCHEMA "My Schema; ""Q"" x" CASCADE;
