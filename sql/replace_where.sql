@@ -56,12 +56,19 @@ SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'rw.events_202611'::reg
 SELECT rows_loaded, skipped FROM etl_replace_where('rw.events', $$d = '2026-11-02'$$,
     $$SELECT '2026-11-02'::date AS d, g AS id, 'new' AS v FROM generate_series(100, 102) g$$,
     run_key => '2026-11-02');
--- after another write into the table, not skipped: a correction
+-- after another write into the table, not skipped: loaded again, with a
+-- NOTICE saying why; the same rows, so not a correction
 SELECT inserted FROM etl_upsert_batch('rw.events', $$SELECT '2026-11-02'::date AS d, 999 AS id, 'upsert' AS v$$);
 SELECT rows_loaded, rows_replaced, skipped FROM etl_replace_where('rw.events', $$d = '2026-11-02'$$,
     $$SELECT '2026-11-02'::date AS d, g AS id, 'new' AS v FROM generate_series(100, 102) g$$,
     run_key => '2026-11-02');
 SELECT count(*) AS rows_on_the_2nd FROM rw.events WHERE d = '2026-11-02';
+-- other rows for the same run_key and condition: a correction, which the
+-- ledger row's corrects names
+SELECT rows_loaded, rows_replaced, skipped FROM etl_replace_where('rw.events', $$d = '2026-11-02'$$,
+    $$SELECT '2026-11-02'::date AS d, g AS id, 'fixed' AS v FROM generate_series(100, 102) g$$,
+    run_key => '2026-11-02');
+SELECT count(*) FILTER (WHERE v = 'fixed') AS fixed, count(*) AS rows_on_the_2nd FROM rw.events WHERE d = '2026-11-02';
 SELECT operation, run_key, partition_bound, skipped, corrects IS NOT NULL AS corrects, rows_loaded, rows_replaced
   FROM idem_etl.runs WHERE target = 'rw.events' ORDER BY run_id;
 -- a condition across partitions: the end of October and the start of November
