@@ -169,6 +169,43 @@ SELECT partition_value, keep_until > now() + interval '9 minutes' AS retried_lat
   FROM idem_etl.replaced_partitions ORDER BY 1;
 SELECT count(*) AS kept_tables FROM pg_class WHERE relname LIKE 'idem_etl_kept_%';
 
+--
+-- A replaced partition has exactly the privileges the old one had: not the
+-- schema's default privileges for tables its owner creates, which the load
+-- table got.  A grant revoked on the partition, or never given (a partition
+-- made before the default privileges), stayed given after the swap.
+--
+SET ROLE idem_test_victim;
+CREATE TABLE rights.pay (d date NOT NULL, v int) PARTITION BY LIST (d);
+CREATE TABLE rights.pay_1 PARTITION OF rights.pay FOR VALUES IN ('2026-11-01');
+ALTER DEFAULT PRIVILEGES IN SCHEMA rights GRANT SELECT ON TABLES TO idem_test_reader;
+CREATE TABLE rights.pay_2 PARTITION OF rights.pay FOR VALUES IN ('2026-11-02');
+REVOKE SELECT ON rights.pay_2 FROM idem_test_reader;
+GRANT UPDATE ON rights.pay_2 TO idem_test_attacker WITH GRANT OPTION;
+SET ROLE idem_test_attacker;
+GRANT UPDATE ON rights.pay_2 TO idem_test_reader;
+SET ROLE idem_test_victim;
+SELECT string_agg(relname || ': ' || coalesce(relacl::text, 'owner only'), '; ' ORDER BY relname) AS acl_before
+  FROM pg_class WHERE relnamespace = 'rights'::regnamespace AND relname IN ('pay_1', 'pay_2') \gset
+SELECT rows_loaded FROM etl_replace_partition('rights.pay', '2026-11-01', $$SELECT '2026-11-01'::date AS d, 1 AS v$$);
+SELECT rows_loaded FROM etl_replace_partition('rights.pay', '2026-11-02', $$SELECT '2026-11-02'::date AS d, 2 AS v$$);
+SELECT rows_loaded FROM etl_replace_where('rights.pay', $$d = '2026-11-02'$$, $$SELECT '2026-11-02'::date AS d, 3 AS v$$);
+-- the same entries, grantors included (reader's UPDATE was granted by attacker)
+SELECT string_agg(relname || ': ' || coalesce(relacl::text, 'owner only'), '; ' ORDER BY relname) = :'acl_before' AS same_privileges
+  FROM pg_class WHERE relnamespace = 'rights'::regnamespace AND relname IN ('pay_1', 'pay_2');
+SELECT relname, relacl FROM pg_class WHERE relnamespace = 'rights'::regnamespace AND relname IN ('pay_1', 'pay_2') ORDER BY 1;
+SET ROLE idem_test_reader;
+SELECT * FROM rights.err($$SELECT * FROM rights.pay_1$$);
+SELECT * FROM rights.err($$SELECT * FROM rights.pay_2$$);
+RESET ROLE;
+-- the privileges' dependencies follow them: dropping the grantees' objects
+-- finds them on the new partitions
+SELECT pg_describe_object(classid, objid, objsubid) AS object, refobjid::regrole AS role, deptype
+  FROM pg_shdepend
+ WHERE objid IN ('rights.pay_1'::regclass, 'rights.pay_2'::regclass) AND deptype = 'a'
+ ORDER BY 1, 2;
+ALTER DEFAULT PRIVILEGES FOR ROLE idem_test_victim IN SCHEMA rights REVOKE SELECT ON TABLES FROM idem_test_reader;
+
 SET client_min_messages = warning;
 DROP SCHEMA rights CASCADE;
 \set roles {idem_test_attacker,idem_test_victim,idem_test_reader}

@@ -10,6 +10,8 @@
 #include "access/htup_details.h"
 #include "access/stratnum.h"
 #include "access/table.h"
+#include "access/xact.h"
+#include "catalog/indexing.h"
 #include "catalog/dependency.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
@@ -20,7 +22,9 @@
 #include "commands/tablespace.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -234,10 +238,10 @@ newpart_add_bound(const char *qualname, PartSlot *slot)
  * restricted by a policy on the partition stays restricted), the
  * partition's own triggers (those cloned from the parent come back with
  * ATTACH) and whether each is enabled, storage parameters of the table and
- * its TOAST table, the comment, table and column grants, per-column
- * statistics targets, the replica identity (USING INDEX re-pointed to the
- * new table's index of the same definition), and last the owner (after
- * which we may not alter it any more).  Persistence (UNLOGGED), storage,
+ * its TOAST table, the comment, column grants, per-column statistics
+ * targets, the replica identity (USING INDEX re-pointed to the new table's
+ * index of the same definition), and last the owner.  The table's own
+ * privileges are copied afterwards (copy_table_acl).  Persistence (UNLOGGED), storage,
  * compression and extended statistics come with CREATE TABLE ... LIKE.  A
  * trigger comes as pg_get_triggerdef prints it, naming the old table
  * (retarget_trigger).
@@ -284,12 +288,6 @@ static const char *const carry_sql =
 "  HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0"
 " UNION ALL SELECT 7, pg_catalog.format('COMMENT ON TABLE %s IS %L', $2, d)"
 "  FROM pg_catalog.obj_description($1, 'pg_class') d WHERE d IS NOT NULL"
-" UNION ALL SELECT 8, pg_catalog.format('GRANT %s ON %s TO %s%s', a.privilege_type, $2,"
-"  CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'"
-"  ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END,"
-"  CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)"
-"  FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a"
-"  WHERE c.oid OPERATOR(pg_catalog.=) $1 AND a.grantee OPERATOR(pg_catalog.<>) c.relowner"
 " UNION ALL SELECT 9, pg_catalog.format('GRANT %s (%I) ON %s TO %s%s', x.privilege_type,"
 "  t.attname, $2, CASE WHEN x.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'"
 "  ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(x.grantee)) END,"
@@ -325,7 +323,7 @@ static const char *const carry_sql =
  * Whether the old partition has anything carry_sql would carry, from its
  * catalog entries: most partitions have none of it, and planning carry_sql
  * takes a few ms in a new session, which is where a scheduled load runs.
- * It errs towards carrying (any grant at all, any storage parameter, a
+ * It errs towards carrying (any column grant, any storage parameter, a
  * replica identity other than the default); carry_sql decides the rest.
  * Keep in step with carry_sql.
  */
@@ -349,7 +347,6 @@ anything_to_carry(Oid old, Oid newrel)
 	toast = form->reltoastrelid;
 	carry = form->relrowsecurity || form->relforcerowsecurity ||
 		form->relreplident != REPLICA_IDENTITY_DEFAULT ||
-		!heap_attisnull(tup, Anum_pg_class_relacl, NULL) ||
 		!heap_attisnull(tup, Anum_pg_class_reloptions, NULL);
 	ReleaseSysCache(tup);
 
@@ -428,6 +425,70 @@ retarget_trigger(const char *def, const char *from, const char *to)
 	return NULL;				/* keep compiler quiet */
 }
 
+/*
+ * Give table "to" exactly the privileges of table "from", as its catalog
+ * entry holds them (NULL: the owner's defaults), once both have the same
+ * owner.  CREATE TABLE gave "to" the creating role's default privileges in
+ * the schema (ALTER DEFAULT PRIVILEGES), which "from" may not have, or may
+ * have had revoked since: granting "from"'s privileges on top would give
+ * them back.  Copying the entry also keeps each grant's grantor, which a
+ * GRANT by the caller would not.
+ */
+static void
+copy_table_acl(Oid from, Oid to)
+{
+	Relation	classrel = table_open(RelationRelationId, RowExclusiveLock);
+	HeapTuple	fromtup = SearchSysCache1(RELOID, ObjectIdGetDatum(from));
+	HeapTuple	totup;
+	HeapTuple	newtup;
+	Datum		fromacl;
+	Datum		toacl;
+	bool		fromnull;
+	bool		tonull;
+	Datum		values[Natts_pg_class] = {0};
+	bool		nulls[Natts_pg_class] = {0};
+	bool		replace[Natts_pg_class] = {0};
+	Oid		   *oldmembers = NULL;
+	Oid		   *newmembers = NULL;
+	int			noldmembers = 0;
+	int			nnewmembers = 0;
+
+	if (!HeapTupleIsValid(fromtup))
+		elog(ERROR, "cache lookup failed for relation %u", from);
+	totup = SearchSysCacheCopy1(RELOID, ObjectIdGetDatum(to));
+	if (!HeapTupleIsValid(totup))
+		elog(ERROR, "cache lookup failed for relation %u", to);
+	fromacl = SysCacheGetAttr(RELOID, fromtup, Anum_pg_class_relacl, &fromnull);
+	toacl = SysCacheGetAttr(RELOID, totup, Anum_pg_class_relacl, &tonull);
+	if (((Form_pg_class) GETSTRUCT(fromtup))->relowner !=
+		((Form_pg_class) GETSTRUCT(totup))->relowner)
+		elog(ERROR, "relations %u and %u have different owners", from, to);
+	if (fromnull == tonull &&
+		(fromnull || datumIsEqual(fromacl, toacl, false, -1)))
+	{
+		ReleaseSysCache(fromtup);
+		table_close(classrel, RowExclusiveLock);
+		return;
+	}
+
+	/* who the privileges name, for their dependencies (as GRANT keeps them) */
+	if (!tonull)
+		noldmembers = aclmembers(DatumGetAclP(toacl), &oldmembers);
+	if (!fromnull)
+		nnewmembers = aclmembers(DatumGetAclP(fromacl), &newmembers);
+	values[Anum_pg_class_relacl - 1] = fromacl;
+	nulls[Anum_pg_class_relacl - 1] = fromnull;
+	replace[Anum_pg_class_relacl - 1] = true;
+	newtup = heap_modify_tuple(totup, RelationGetDescr(classrel), values, nulls, replace);
+	CatalogTupleUpdate(classrel, &newtup->t_self, newtup);
+	updateAclDependencies(RelationRelationId, to, 0,
+						  ((Form_pg_class) GETSTRUCT(totup))->relowner,
+						  noldmembers, oldmembers, nnewmembers, newmembers);
+	ReleaseSysCache(fromtup);
+	table_close(classrel, RowExclusiveLock);
+	CommandCounterIncrement();
+}
+
 static void
 carry_properties(NewPart *np, Oid old)
 {
@@ -439,7 +500,10 @@ carry_properties(NewPart *np, Oid old)
 	const char *oldname;
 
 	if (!anything_to_carry(old, np->relid))
+	{
+		copy_table_acl(old, np->relid);
 		return;
+	}
 	oldname = quote_qualified_identifier(get_namespace_name(get_rel_namespace(old)),
 										 get_rel_name(old));
 	args[0] = ObjectIdGetDatum(old);
@@ -459,6 +523,7 @@ carry_properties(NewPart *np, Oid old)
 			stmt = retarget_trigger(stmt, oldname, np->qualname);
 		sqlb_exec(stmt);
 	}
+	copy_table_acl(old, np->relid);
 }
 
 /*
