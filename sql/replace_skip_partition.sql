@@ -227,6 +227,14 @@ SELECT rows_loaded, skipped FROM etl_replace_where('rskip.days', $$d BETWEEN '20
 SELECT d, id FROM rskip.days WHERE d >= '2026-11-02' ORDER BY d;
 SELECT rows_loaded, skipped FROM etl_replace_where('rskip.days', $$d BETWEEN '2026-11-02' AND '2026-11-03'$$,
     $$SELECT d::date, 2 AS id FROM generate_series('2026-11-02'::date, '2026-11-03', '1 day') AS d$$, run_key => 'w');
+-- one it rebuilt, detached since (archived: same table, same file), is
+-- rebuilt too; it was skipped, and the day stayed empty
+ALTER TABLE rskip.days DETACH PARTITION rskip.days_20261103;
+ALTER TABLE rskip.days_20261103 RENAME TO days_20261103_archive;
+CREATE TABLE rskip.days_20261103 PARTITION OF rskip.days FOR VALUES FROM ('2026-11-03') TO ('2026-11-04');
+SELECT rows_loaded, skipped FROM etl_replace_where('rskip.days', $$d BETWEEN '2026-11-02' AND '2026-11-03'$$,
+    $$SELECT d::date, 2 AS id FROM generate_series('2026-11-02'::date, '2026-11-03', '1 day') AS d$$, run_key => 'w');
+SELECT d, id FROM rskip.days WHERE d >= '2026-11-02' ORDER BY d;
 
 SET client_min_messages = warning;
 DROP SCHEMA rskip CASCADE;

@@ -517,7 +517,8 @@ ledger_where_prior(Oid target, const char *run_key, const char *bound)
 	/*
 	 * On a partitioned target the run recorded, in its transaction, a
 	 * replacement of each partition it rebuilt: each must still be there,
-	 * with the same file (see same_as_prior in replace.c).
+	 * with the same file, and still a partition of target (see same_as_prior
+	 * in replace.c).
 	 */
 	if (prior.applied != 0 && get_rel_relkind(target) == RELKIND_PARTITIONED_TABLE)
 	{
@@ -530,7 +531,10 @@ ledger_where_prior(Oid target, const char *run_key, const char *bound)
 								  " AND r.operation OPERATOR(pg_catalog.=) 'replace_partition'"
 								  " AND NOT EXISTS (SELECT FROM pg_catalog.pg_class c"
 								  " WHERE c.oid OPERATOR(pg_catalog.=) r.partition_oid"
-								  " AND c.relfilenode OPERATOR(pg_catalog.=) r.partition_filenode)"
+								  " AND c.relfilenode OPERATOR(pg_catalog.=) r.partition_filenode"
+								  /* and still in target's tree: not detached since */
+								  " AND c.oid OPERATOR(pg_catalog.=) ANY (ARRAY("
+								  " SELECT t.relid FROM pg_catalog.pg_partition_tree($1::pg_catalog.regclass) t)))"
 								  " LIMIT 1", 2, (Oid[]) {OIDOID, INT8OID}, args, NULL, true, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not look up the partitions of run %lld", (long long) prior.applied);
 		prior.partition_gone = SPI_processed > 0;

@@ -212,7 +212,7 @@ replace_where_run(ReplaceArgs *a, char *run_key, LedgerRun *run, ReplaceResult *
 			ereport(NOTICE,
 					(errmsg("replacing the rows of \"%s\" where %s again: a partition run %lld rebuilt for run_key \"%s\" is no longer there",
 							a->target->relname, a->condition, (long long) prior.applied, run_key),
-					 errdetail("The partition was dropped, replaced by another table, or rewritten (TRUNCATE, VACUUM FULL, CLUSTER) since.")));
+					 errdetail("The partition was dropped, detached, replaced by another table, or rewritten (TRUNCATE, VACUUM FULL, CLUSTER) since.")));
 		else
 		{
 			ereport(NOTICE,
