@@ -87,6 +87,26 @@ SELECT rows_loaded FROM etl_replace_partition('rbulk.t', '2026-11-28',
 SELECT count(*) = :runs_before AS ledger_unchanged, (SELECT count(*) FROM rbulk.t_20261128) AS rows_kept
   FROM idem_etl.runs;
 
+-- a column of a NOT NULL domain that the source leaves out, with no
+-- default, is refused as INSERT refuses it (23502), into an existing
+-- partition or a new one; it was stored as NULL.  A domain's own default
+-- is used.
+CREATE DOMAIN rbulk.required AS int NOT NULL CHECK (VALUE > 0);
+CREATE DOMAIN rbulk.defaulted AS int DEFAULT 7 NOT NULL;
+CREATE TABLE rbulk.n (d date NOT NULL, id int NOT NULL, q rbulk.required, r rbulk.defaulted)
+    PARTITION BY RANGE (d);
+CREATE TABLE rbulk.n_1 PARTITION OF rbulk.n FOR VALUES FROM ('2026-11-01') TO ('2026-11-02');
+\set VERBOSITY sqlstate
+INSERT INTO rbulk.n (d, id) VALUES ('2026-11-01', 1);
+SELECT rows_loaded FROM etl_replace_partition('rbulk.n', '2026-11-01',
+    $$SELECT '2026-11-01'::date AS d, 1 AS id$$);
+SELECT rows_loaded FROM etl_replace_partitions('rbulk.n',
+    $$SELECT '2026-11-02'::date AS d, 2 AS id$$, granularity => '1 day');
+\set VERBOSITY default
+SELECT rows_loaded FROM etl_replace_partition('rbulk.n', '2026-11-01',
+    $$SELECT '2026-11-01'::date AS d, 1 AS id, 5 AS q$$);
+SELECT d, id, q, r FROM rbulk.n;
+
 -- an UNLOGGED partition is replaced by an UNLOGGED table
 CREATE UNLOGGED TABLE rbulk.t_20261130 PARTITION OF rbulk.t FOR VALUES FROM ('2026-11-30') TO ('2026-12-01');
 SELECT rows_loaded

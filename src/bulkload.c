@@ -28,6 +28,7 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "optimizer/optimizer.h"
+#include "parser/parse_coerce.h"
 #include "parser/parsetree.h"
 #include "rewrite/rewriteHandler.h"
 #include "utils/lsyscache.h"
@@ -63,7 +64,9 @@ struct BulkLoad
 /*
  * The default of attribute att of rel for a row that does not give it:
  * rel's own, or for an identity column of the parent (NULL: none), the
- * parent's sequence.  NULL when there is none (the value is NULL).
+ * parent's sequence.  Without one, a column of a domain type gets a NULL
+ * checked against the domain, as INSERT gives it (expand_targetlist): a
+ * domain NOT NULL refuses the row.  NULL when the value is a plain NULL.
  */
 static Expr *
 column_default(Relation rel, Form_pg_attribute att, Relation parent)
@@ -78,6 +81,12 @@ column_default(Relation rel, Form_pg_attribute att, Relation parent)
 			TupleDescAttr(RelationGetDescr(parent), parent_att - 1)->attidentity != '\0')
 			def = build_column_default(parent, parent_att);
 	}
+	if (def == NULL && getBaseType(att->atttypid) != att->atttypid)
+		def = coerce_to_domain((Node *) makeConst(att->atttypid, -1, att->attcollation,
+												  att->attlen, (Datum) 0, true,
+												  att->attbyval),
+							   InvalidOid, -1, att->atttypid, COERCION_IMPLICIT,
+							   COERCE_IMPLICIT_CAST, -1, false);
 	return def ? expression_planner((Expr *) def) : NULL;
 }
 
