@@ -107,6 +107,25 @@ SELECT rows_loaded FROM etl_replace_partition('rbulk.n', '2026-11-01',
     $$SELECT '2026-11-01'::date AS d, 1 AS id, 5 AS q$$);
 SELECT d, id, q, r FROM rbulk.n;
 
+-- a column the source leaves out takes the parent's default, as an INSERT
+-- into the parent gives it, not one the partition has of its own (which an
+-- INSERT into the partition alone applies, and which it keeps): the same
+-- row came out differently whether the partition existed or not
+CREATE TABLE rbulk.pd (d date NOT NULL, id int NOT NULL, status text DEFAULT 'parent',
+                       note text) PARTITION BY RANGE (d);
+CREATE TABLE rbulk.pd_1 PARTITION OF rbulk.pd FOR VALUES FROM ('2026-11-01') TO ('2026-11-02');
+ALTER TABLE rbulk.pd_1 ALTER COLUMN status SET DEFAULT 'partition', ALTER COLUMN note SET DEFAULT 'partition';
+INSERT INTO rbulk.pd (d, id) VALUES ('2026-11-01', 0);
+SELECT rows_loaded FROM etl_replace_partition('rbulk.pd', '2026-11-01', $$SELECT '2026-11-01'::date AS d, 1 AS id$$);
+SELECT rows_loaded FROM etl_replace_where('rbulk.pd', 'id = 2', $$SELECT '2026-11-01'::date AS d, 2 AS id$$);
+SELECT rows_loaded FROM etl_replace_partitions('rbulk.pd', $$SELECT '2026-11-02'::date AS d, 3 AS id$$,
+    granularity => '1 day');
+INSERT INTO rbulk.pd (d, id) VALUES ('2026-11-01', 4);
+SELECT tableoid::regclass AS p, id, status, note FROM rbulk.pd ORDER BY id;
+SELECT a.attname, pg_get_expr(d.adbin, d.adrelid) AS partition_default
+  FROM pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+ WHERE d.adrelid = 'rbulk.pd_1'::regclass ORDER BY 1;
+
 -- an UNLOGGED partition is replaced by an UNLOGGED table
 CREATE UNLOGGED TABLE rbulk.t_20261130 PARTITION OF rbulk.t FOR VALUES FROM ('2026-11-30') TO ('2026-12-01');
 SELECT rows_loaded

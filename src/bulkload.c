@@ -11,11 +11,12 @@
  * about two thirds of the time.  The rows come from the receiver that
  * stages the source (stage.c), which has already coerced them to the
  * table's column types as INSERT would, so what INSERT would still do is
- * done here, in its order: the columns the rows do not give take their
- * defaults (an identity column, which a new partition does not get, takes
- * its parent's sequence, as an INSERT into the parent would), stored
- * generated columns are computed, and the table's NOT NULL and CHECK
- * constraints are checked, with INSERT's errors.
+ * done here, in its order: the columns the rows do not give take the
+ * defaults an INSERT into the parent would give them (the parent's, not
+ * the partition's own; an identity column, which a new partition does not
+ * get, takes the parent's sequence), stored generated columns are
+ * computed, and the table's NOT NULL and CHECK constraints are checked,
+ * with INSERT's errors.
  */
 #include "postgres.h"
 
@@ -62,23 +63,28 @@ struct BulkLoad
 };
 
 /*
- * The default of attribute att of rel for a row that does not give it:
- * rel's own, or for an identity column of the parent (NULL: none), the
- * parent's sequence.  Without one, a column of a domain type gets a NULL
- * checked against the domain, as INSERT gives it (expand_targetlist): a
- * domain NOT NULL refuses the row.  NULL when the value is a plain NULL.
+ * The default of attribute att of rel for a row that does not give it, as
+ * an INSERT into parent (the table the rows were loaded into, whose
+ * partition rel becomes; NULL: rel itself) gives it: parent's default for
+ * the column of that name, which for an identity column is parent's
+ * sequence (partitions have no identity of their own), not a default of
+ * the partition's own, which only an INSERT into the partition applies.
+ * Without one, a column of a domain type gets a NULL checked against the
+ * domain, as INSERT gives it (expand_targetlist): a domain NOT NULL refuses
+ * the row.  NULL when the value is a plain NULL.
  */
 static Expr *
 column_default(Relation rel, Form_pg_attribute att, Relation parent)
 {
-	Node	   *def = build_column_default(rel, att->attnum);
+	Node	   *def = NULL;
 
-	if (def == NULL && parent != NULL)
+	if (parent == NULL)
+		def = build_column_default(rel, att->attnum);
+	else
 	{
 		AttrNumber	parent_att = get_attnum(RelationGetRelid(parent), NameStr(att->attname));
 
-		if (parent_att != InvalidAttrNumber &&
-			TupleDescAttr(RelationGetDescr(parent), parent_att - 1)->attidentity != '\0')
+		if (parent_att != InvalidAttrNumber)
 			def = build_column_default(parent, parent_att);
 	}
 	if (def == NULL && getBaseType(att->atttypid) != att->atttypid)
@@ -93,8 +99,8 @@ column_default(Relation rel, Form_pg_attribute att, Relation parent)
 /*
  * Start loading rows shaped as rowdesc (columns named as into's, with its
  * types) into table into, created in this transaction and still without
- * indexes and triggers; defaults_from: the parent whose identity columns
- * the table's stand for, or InvalidOid.
+ * indexes and triggers; defaults_from: the table whose defaults the rows
+ * take (see column_default), or InvalidOid for into's own.
  */
 BulkLoad *
 bulkload_begin(Oid into, Oid defaults_from, TupleDesc rowdesc)

@@ -607,25 +607,3 @@ newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot)
 	AtEOXact_GUC(true, nestlevel);
 }
 
-/*
- * Identity columns of the parent that the rows do not supply (GENERATED
- * ALWAYS ones never, BY DEFAULT ones when the source leaves them out) get
- * their values from the parent's identity sequence, as an INSERT into the
- * parent would give them: partitions have no identity of their own (and the
- * new table is made EXCLUDING IDENTITY), so a load into the new table names
- * them.  Appends ", col" to columns and ", nextval(seq)" to values.
- */
-void
-newpart_identity(TargetInfo *parent, Stage *stage, StringInfo columns, StringInfo values)
-{
-	for (int i = 0; i < parent->ncolumns; i++)
-	{
-		TargetColumn *col = &parent->columns[i];
-
-		if (col->identity == '\0' || (col->writable && stage_has_column(stage, col->name)))
-			continue;
-		appendStringInfo(columns, ", %s", quote_identifier(col->name));
-		appendStringInfo(values, ", pg_catalog.nextval(%u::pg_catalog.oid::pg_catalog.regclass)",
-						 getIdentitySequence(parent->relid, col->attnum, false));
-	}
-}

@@ -24,8 +24,6 @@ extern void newpart_bound(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot
 extern void newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot);
 extern void newpart_check_carryable(TargetInfo *parent, Oid partoid);
 extern void newpart_add_bound(const char *qualname, PartSlot *slot);
-extern void newpart_identity(TargetInfo *parent, Stage *stage, StringInfo columns,
-							 StringInfo values);
 
 
 #endif							/* IDEM_NEWPART_H */

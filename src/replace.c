@@ -364,28 +364,6 @@ lock_for_carry(Oid relid)
 }
 
 /*
- * Load the new partition np with the rows of staged relation from (those
- * matching where, when given): the source's columns, and the values
- * newpart_identity added for the table's own columns.  Returns the rows.
- */
-static int64
-load_staged(NewPart *np, Stage *loaded, const char *extra_cols,
-			const char *extra_vals, const char *from, const char *where)
-{
-	StringInfoData sql;
-
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "INSERT INTO %s (", np->qualname);
-	sqlb_append_columns(&sql, NULL, loaded->columns, loaded->ncolumns);
-	appendStringInfo(&sql, "%s) SELECT ", extra_cols);
-	sqlb_append_columns(&sql, NULL, loaded->columns, loaded->ncolumns);
-	appendStringInfo(&sql, "%s FROM %s", extra_vals, from);
-	if (where)
-		appendStringInfo(&sql, " WHERE %s", where);
-	return (int64) sqlb_exec(sql.data);
-}
-
-/*
  * Replace one partition, whose lock the caller holds.  Its new rows come
  * from the source (g == NULL), or are the next group of a staged batch
  * split by partition (etl_replace_partitions), whose fingerprint and
@@ -400,8 +378,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 	LedgerRun	run;
 	SwapSpec	spec;
 	bool		keep = a->keep != NULL && OidIsValid(slot->partoid);
-	StringInfoData extra_cols;
-	StringInfoData extra_vals;
+	StringInfoData sql;
 	int64		carried = 0;
 
 	memset(r, 0, sizeof(ReplaceResult));
@@ -445,11 +422,11 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 			lock_for_carry(a->pk->default_part);
 		/* etl_replace_where: the source's rows of this partition ... */
 		np = newpart_create(a->target, a->pk, slot);
-		initStringInfo(&extra_cols);
-		initStringInfo(&extra_vals);
-		newpart_identity(a->target, &loaded, &extra_cols, &extra_vals);
-		loaded.nrows = load_staged(np, &loaded, extra_cols.data, extra_vals.data,
-								   a->stage->name, slot->check_sql);
+		initStringInfo(&sql);
+		appendStringInfoString(&sql, "SELECT ");
+		sqlb_append_columns(&sql, NULL, loaded.columns, loaded.ncolumns);
+		appendStringInfo(&sql, " FROM %s WHERE %s", a->stage->name, slot->check_sql);
+		loaded.nrows = stage_query_into(sql.data, a->target, np->relid);
 		/* ... and its rows the condition does not cover, carried over */
 		if (OidIsValid(slot->partoid))
 			carried = carry_rows(a, psprintf("%s.%s", np->schema, quote_identifier(slot->name)),

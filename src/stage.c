@@ -1001,6 +1001,42 @@ stage_next_group(StageGroups *g, TargetInfo *target, Oid into)
 }
 
 /*
+ * The rows of a query over staged relations (sql, with columns named and
+ * typed as target's), loaded into table into, a new partition of target
+ * (bulkload.c), a thousand rows at a time through a cursor.  Returns the
+ * number of rows.
+ */
+int64
+stage_query_into(const char *sql, TargetInfo *target, Oid into)
+{
+	SPIPlanPtr	plan = sqlb_prepare(sql, 0, NULL);
+	Portal		portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+	TupleDesc	desc = CreateTupleDescCopy(portal->tupDesc);
+	BulkLoad   *bl = bulkload_begin(into, target->relid, desc);
+	Datum	   *values = palloc(sizeof(Datum) * Max(desc->natts, 1));
+	bool	   *isnull = palloc(sizeof(bool) * Max(desc->natts, 1));
+	int64		n = 0;
+
+	for (;;)
+	{
+		SPI_cursor_fetch(portal, true, 1000);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			heap_deform_tuple(SPI_tuptable->vals[i], desc, values, isnull);
+			bulkload_put(bl, values, isnull);
+		}
+		n += SPI_processed;
+		SPI_freetuptable(SPI_tuptable);
+	}
+	bulkload_end(bl);
+	SPI_cursor_close(portal);
+	SPI_freeplan(plan);
+	return n;
+}
+
+/*
  * The rows of the runs of sorted (see stage_runs) for which take[] is true,
  * as a staged relation of their own (registered under a name made of
  * purpose), in one pass.

@@ -82,6 +82,7 @@ extern StageRun *stage_runs(StagedRel *sorted, AttrNumber att, FmgrInfo *cmp,
 extern StageGroups *stage_groups(StagedRel *sorted, StageRun *runs, int nruns,
 								 const int *group_of, int ngroups);
 extern int64 stage_next_group(StageGroups *g, TargetInfo *target, Oid into);
+extern int64 stage_query_into(const char *sql, TargetInfo *target, Oid into);
 extern StagedRel *stage_select_runs(StagedRel *sorted, StageRun *runs, int nruns,
 									 const bool *take, const char *purpose);
 extern void stage_groups_end(StageGroups *g);
