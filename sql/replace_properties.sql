@@ -59,7 +59,7 @@ SELECT 't_1' AS p, * FROM rprop.props('rprop.t_1') UNION ALL SELECT 't_2', * FRO
 CREATE TABLE rprop.pp (d date NOT NULL, id int NOT NULL, v int) PARTITION BY RANGE (d);
 CREATE TABLE rprop.pp_1 PARTITION OF rprop.pp FOR VALUES FROM ('2026-01-01') TO ('2026-01-02');
 CREATE FUNCTION rprop.tf() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$;
-CREATE TRIGGER "x ON rprop.pp_1 y" BEFORE INSERT ON rprop.pp_1
+CREATE TRIGGER "x ON rprop.pp_1 y" BEFORE UPDATE ON rprop.pp_1
     FOR EACH ROW WHEN (NEW.v::text <> ' ON rprop.pp_1 ') EXECUTE FUNCTION rprop.tf('x ON rprop.pp_1 y');
 CREATE STATISTICS rprop.pp_1_st ON id, v FROM rprop.pp_1;
 CREATE STATISTICS rprop.other_name ON d, v FROM rprop.pp_1;
@@ -134,7 +134,7 @@ SELECT what, rprop.carried(setup, check_sql) AS carried
      'SELECT relforcerowsecurity::text FROM pg_class WHERE oid = $p'),
     ('a policy, row security off', 'CREATE POLICY pol ON p USING (id > 0)',
      'SELECT string_agg(polname, '','') FROM pg_policy WHERE polrelid = $p'),
-    ('a trigger of its own', 'CREATE TRIGGER trg BEFORE INSERT ON p FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()',
+    ('a trigger of its own', 'CREATE TRIGGER trg BEFORE UPDATE ON p FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()',
      'SELECT string_agg(tgname, '','') FROM pg_trigger WHERE tgrelid = $p AND NOT tgisinternal'),
     ('a storage parameter', 'ALTER TABLE p SET (fillfactor = 70)',
      'SELECT array_to_string(reloptions, '','') FROM pg_class WHERE oid = $p'),

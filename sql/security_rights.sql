@@ -53,8 +53,8 @@ CREATE POLICY reader_own ON rights.days_20261128 FOR SELECT TO idem_test_reader
 GRANT SELECT ON rights.days_20261128 TO idem_test_reader;
 CREATE FUNCTION rights.stamp() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN NEW.v := NEW.v || ' (stamped)'; RETURN NEW; END $$;
-CREATE TRIGGER stamp BEFORE INSERT ON rights.days_20261128 FOR EACH ROW EXECUTE FUNCTION rights.stamp();
-CREATE TRIGGER stamp_off BEFORE UPDATE ON rights.days_20261128 FOR EACH ROW EXECUTE FUNCTION rights.stamp();
+CREATE TRIGGER stamp BEFORE UPDATE ON rights.days_20261128 FOR EACH ROW EXECUTE FUNCTION rights.stamp();
+CREATE TRIGGER stamp_off BEFORE UPDATE OF v ON rights.days_20261128 FOR EACH ROW EXECUTE FUNCTION rights.stamp();
 ALTER TABLE rights.days_20261128 DISABLE TRIGGER stamp_off;
 SELECT rows_loaded, rows_replaced FROM etl_replace_partition('rights.days', '2026-11-28',
     $$SELECT * FROM (VALUES ('2026-11-28'::date, 'idem_test_reader'::name, 'mine again'),
@@ -68,9 +68,9 @@ SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'rights.days_20261128':
 SET ROLE idem_test_reader;
 SELECT owner, v FROM rights.days_20261128 ORDER BY owner;
 RESET ROLE;
--- the partition's trigger ran for direct inserts after the swap
-INSERT INTO rights.days_20261128 VALUES ('2026-11-28', 'x', 'direct');
-SELECT v FROM rights.days_20261128 WHERE owner = 'x';
+-- the partition's trigger runs for direct updates after the swap
+UPDATE rights.days_20261128 SET v = 'direct' WHERE owner = 'somebody';
+SELECT v FROM rights.days_20261128 WHERE owner = 'somebody';
 
 --
 -- Job names are per role: another role's pending job of the same name is

@@ -10,11 +10,14 @@
 #include "catalog/pg_attribute.h"
 #include "access/stratnum.h"
 #include "catalog/pg_class.h"
+#include "catalog/partition.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/array.h"
+#include "commands/trigger.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -465,6 +468,71 @@ target_check_row_security(Oid relid)
 					GetUserNameFromId(GetUserId(), false), get_rel_name(relid)),
 			 errdetail("Replacing data would delete rows the role cannot see and load rows its policies may forbid."),
 			 errhint("Replace as a role that bypasses row security (BYPASSRLS, or the table's owner without FORCE ROW LEVEL SECURITY), or load with etl_upsert_batch, which applies the policies.")));
+}
+
+/*
+ * Whether trigger t would fire for an INSERT or a DELETE, at row level
+ * (row) or statement level, in this session (session_replication_role
+ * decides which enabled states fire, as for any statement).  Internal
+ * triggers (foreign keys: the new partition's are checked when its
+ * constraints are added) are not the user's.
+ */
+static bool
+fires_on_insert_or_delete(const Trigger *t, bool row)
+{
+	if (t->tgisinternal || (TRIGGER_FOR_ROW(t->tgtype) != 0) != row ||
+		!(TRIGGER_FOR_INSERT(t->tgtype) || TRIGGER_FOR_DELETE(t->tgtype)))
+		return false;
+	if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
+		return t->tgenabled == TRIGGER_FIRES_ON_REPLICA ||
+			t->tgenabled == TRIGGER_FIRES_ALWAYS;
+	return t->tgenabled == TRIGGER_FIRES_ON_ORIGIN ||
+		t->tgenabled == TRIGGER_FIRES_ALWAYS;
+}
+
+static void
+refuse_triggers_of(Oid relid, bool row, TargetInfo *target)
+{
+	Relation	rel = table_open(relid, AccessShareLock);
+
+	for (int i = 0; rel->trigdesc && i < rel->trigdesc->numtriggers; i++)
+		if (fires_on_insert_or_delete(&rel->trigdesc->triggers[i], row))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("replacing a partition of \"%s\" would not fire trigger \"%s\" on \"%s\"",
+							target->relname, rel->trigdesc->triggers[i].tgname,
+							RelationGetRelationName(rel)),
+					 errdetail("A replacement swaps a new table in for the partition: no row is inserted or deleted through \"%s\", so triggers on INSERT or DELETE, of its partitions' rows or of the statement, do not run.",
+							   target->relname),
+					 errhint("If the load may skip the trigger, disable it in the transaction of the call (ALTER TABLE ... DISABLE TRIGGER); to fire it, load with etl_upsert_batch.")));
+	table_close(rel, AccessShareLock);
+}
+
+/*
+ * Refuse to replace partition partoid of target (InvalidOid: to create
+ * one) while a trigger would be skipped that an INSERT of the new rows
+ * into target, or a DELETE of the replaced ones, would fire: target's
+ * statement triggers; the partition's row triggers, its own and those
+ * cloned from target and the tables above it; for a new partition, the
+ * row triggers it would get from those tables.  Swapping a table in fires
+ * none of them, and a BEFORE trigger that changes the rows, or an AFTER
+ * trigger that keeps a summary or an audit trail, would be silently
+ * bypassed.
+ */
+void
+target_refuse_skipped_triggers(TargetInfo *target, Oid partoid)
+{
+	refuse_triggers_of(target->relid, false, target);
+	if (OidIsValid(partoid))
+		refuse_triggers_of(partoid, true, target);
+	else
+	{
+		ListCell   *lc;
+
+		refuse_triggers_of(target->relid, true, target);
+		foreach(lc, get_partition_ancestors(target->relid))
+			refuse_triggers_of(lfirst_oid(lc), true, target);
+	}
 }
 
 /*

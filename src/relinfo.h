@@ -56,5 +56,6 @@ extern char *target_key_list(TargetKey *key);
 extern const char *target_only(TargetInfo *target);
 extern char *target_alias(TargetInfo *target, const char *base);
 extern void target_check_row_security(Oid relid);
+extern void target_refuse_skipped_triggers(TargetInfo *target, Oid partoid);
 
 #endif							/* IDEM_RELINFO_H */

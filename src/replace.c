@@ -390,6 +390,7 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 		target_check_row_security(slot->partoid);
 		newpart_check_carryable(a->target, slot->partoid);
 	}
+	target_refuse_skipped_triggers(a->target, slot->partoid);
 	if (g != NULL)
 	{
 		run.batch_rows = nrows;
