@@ -241,10 +241,10 @@ newpart_add_bound(const char *qualname, PartSlot *slot)
  * its TOAST table, the comment, column grants, per-column statistics
  * targets, the replica identity (USING INDEX re-pointed to the new table's
  * index of the same definition), and last the owner.  The table's own
- * privileges are copied afterwards (copy_table_acl).  Persistence (UNLOGGED), storage,
- * compression and extended statistics come with CREATE TABLE ... LIKE.  A
- * trigger comes as pg_get_triggerdef prints it, naming the old table
- * (retarget_trigger).
+ * privileges are copied afterwards (copy_table_acl).  Persistence
+ * (UNLOGGED), storage, compression and extended statistics come with
+ * CREATE TABLE ... LIKE.  A trigger comes as pg_get_triggerdef prints it,
+ * naming the old table (retarget_trigger).
  */
 static const char *const carry_sql =
 "SELECT s FROM ("

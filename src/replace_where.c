@@ -194,26 +194,24 @@ replace_where_run(ReplaceArgs *a, char *run_key, LedgerRun *run, ReplaceResult *
 		 * a correction, when the rows or their partitions changed since.
 		 */
 		prior = ledger_where_prior(a->target->relid, run_key, bound);
-		if (prior.applied == 0)
-			;
-		else if (strcmp(prior.fingerprint, run->fingerprint) != 0)
+		if (prior.applied != 0 && strcmp(prior.fingerprint, run->fingerprint) != 0)
 		{
 			ereport(NOTICE,
 					(errmsg("run_key \"%s\" replaced the rows of \"%s\" where %s in run %lld with other rows; replacing them as a correction",
 							run_key, a->target->relname, a->condition, (long long) prior.applied)));
 			run->corrects = prior.applied;
 		}
-		else if (prior.changed_by != 0)
+		else if (prior.applied != 0 && prior.changed_by != 0)
 			ereport(NOTICE,
 					(errmsg("replacing the rows of \"%s\" where %s again: run %lld (%s) changed the table after run %lld loaded the same rows for run_key \"%s\"",
 							a->target->relname, a->condition, (long long) prior.changed_by,
 							prior.changed_op, (long long) prior.applied, run_key)));
-		else if (prior.partition_gone)
+		else if (prior.applied != 0 && prior.partition_gone)
 			ereport(NOTICE,
 					(errmsg("replacing the rows of \"%s\" where %s again: a partition run %lld rebuilt for run_key \"%s\" is no longer there",
 							a->target->relname, a->condition, (long long) prior.applied, run_key),
 					 errdetail("The partition was dropped, detached, replaced by another table, or rewritten (TRUNCATE, VACUUM FULL, CLUSTER) since.")));
-		else
+		else if (prior.applied != 0)
 		{
 			ereport(NOTICE,
 					(errmsg("skipping replacement of the rows of \"%s\" where %s: run %lld already has the same rows for run_key \"%s\"",
