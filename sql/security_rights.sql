@@ -11,7 +11,7 @@ DROP EXTENSION IF EXISTS idem_etl CASCADE;
 CREATE EXTENSION idem_etl;
 DROP EXTENSION IF EXISTS citext;
 DROP SCHEMA IF EXISTS rights CASCADE;
-\set roles {idem_test_attacker,idem_test_victim,idem_test_reader}
+\set roles {idem_test_attacker,idem_test_victim,idem_test_reader,idem_test_bypass}
 \i sql/include/drop_roles.sql
 RESET client_min_messages;
 
@@ -96,6 +96,17 @@ SELECT regexp_replace(e, 'job [0-9]+', 'job N') FROM rights.err(format('SELECT e
 SELECT regexp_replace(e, 'job [0-9]+', 'job N') FROM rights.err('SELECT etl_cancel(987654321)') e;
 RESET ROLE;
 SELECT status FROM idem_etl.jobs WHERE job_id = :victim_job;
+-- a role with BYPASSRLS skips the table's row security (it sees every
+-- job, as PostgreSQL means), but waits for and cancels only the jobs of
+-- roles it is a member of: it cancelled any role's queued job
+CREATE ROLE idem_test_bypass BYPASSRLS;
+SET ROLE idem_test_bypass;
+SELECT count(*) AS sees_the_job FROM idem_etl.jobs WHERE job_id = :victim_job;
+SELECT regexp_replace(e, 'job [0-9]+', 'job N') FROM rights.err(format('SELECT etl_cancel(%s)', :victim_job)) e;
+SELECT regexp_replace(e, 'job [0-9]+', 'job N') FROM rights.err(format('SELECT etl_wait(%s, ''0 s'')', :victim_job)) e;
+RESET ROLE;
+SELECT status FROM idem_etl.jobs WHERE job_id = :victim_job;
+DROP ROLE idem_test_bypass;
 
 --
 -- Argument checks before any work

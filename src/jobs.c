@@ -347,14 +347,21 @@ job_status(SPIPlanPtr plan, int64 job_id, MemoryContext cxt, pid_t *pid)
 	return status;
 }
 
-/* Read with the caller's rights: row security shows it its own jobs only. */
+/*
+ * Read with the caller's rights, and only a job of a role the caller is a
+ * member of (superusers are of every role), as row security shows the
+ * table: that condition is repeated here because a role with BYPASSRLS
+ * skips row security, and would otherwise wait for and cancel any role's
+ * jobs.
+ */
 static SPIPlanPtr
 job_status_plan(void)
 {
 	Oid			argtypes[1] = {INT8OID};
 
 	return sqlb_prepare("SELECT status, worker_pid FROM idem_etl.jobs"
-						" WHERE job_id OPERATOR(pg_catalog.=) $1", 1, argtypes);
+						" WHERE job_id OPERATOR(pg_catalog.=) $1"
+						" AND pg_catalog.pg_has_role(submitted_by_oid, 'MEMBER')", 1, argtypes);
 }
 
 static bool
