@@ -96,6 +96,16 @@ SELECT tgrelid::regclass, tgenabled FROM pg_trigger
 INSERT INTO rtrg.ev VALUES ('2026-11-01', 4, 'insert');
 SELECT op, tbl, id FROM rtrg.audit ORDER BY id;
 
+-- a restore swaps rows in and out as a replacement does: refused too
+BEGIN;
+ALTER TABLE rtrg.ev DISABLE TRIGGER aud;
+SELECT rows_loaded FROM etl_replace_partition('rtrg.ev', '2026-11-01',
+    $$SELECT '2026-11-01'::date AS d, 6 AS id, 'kept' AS v$$, keep_replaced => '1 day');
+ALTER TABLE rtrg.ev ENABLE TRIGGER aud;
+COMMIT;
+SELECT * FROM rtrg.err($$SELECT etl_restore_partition('rtrg.ev', '2026-11-01')$$);
+SELECT id, v FROM rtrg.ev ORDER BY id;
+
 -- a plain table is replaced by DELETE and INSERT: its triggers fire
 CREATE TABLE rtrg.pl (d date NOT NULL, id int NOT NULL, v text);
 INSERT INTO rtrg.pl VALUES ('2026-11-01', 1, 'old');

@@ -215,6 +215,18 @@ SELECT pg_describe_object(classid, objid, objsubid) AS object, refobjid::regrole
   FROM pg_shdepend
  WHERE objid IN ('rights.pay_1'::regclass, 'rights.pay_2'::regclass) AND deptype = 'a'
  ORDER BY 1, 2;
+-- a restore puts a kept version back with the privileges the partition it
+-- displaces has now: a privilege revoked since the version was kept is
+-- not given back
+SET ROLE idem_test_victim;
+GRANT SELECT ON rights.pay_1 TO idem_test_reader;
+SELECT rows_loaded FROM etl_replace_partition('rights.pay', '2026-11-01',
+    $$SELECT '2026-11-01'::date AS d, 4 AS v$$, keep_replaced => '1 day');
+REVOKE SELECT ON rights.pay_1 FROM idem_test_reader;
+SELECT etl_restore_partition('rights.pay', '2026-11-01')::regclass AS restored;
+SELECT v, has_table_privilege('idem_test_reader', 'rights.pay_1', 'SELECT') AS reader_may_select
+  FROM rights.pay_1;
+RESET ROLE;
 ALTER DEFAULT PRIVILEGES FOR ROLE idem_test_victim IN SCHEMA rights REVOKE SELECT ON TABLES FROM idem_test_reader;
 
 SET client_min_messages = warning;

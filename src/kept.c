@@ -201,6 +201,15 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	kept_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	kept_relname = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 	displaced = *slot;
+
+	/*
+	 * A restore swaps rows in and out as a replacement does: refused where
+	 * a trigger on INSERT or DELETE would be skipped, with the partition
+	 * held against new ones until the swap (see replace_slot).
+	 */
+	if (OidIsValid(displaced.partoid))
+		LockRelationOid(displaced.partoid, ShareUpdateExclusiveLock);
+	target_refuse_skipped_triggers(target, displaced.partoid);
 	slot->bound_sql = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
 	slot->check_sql = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
 	if (!OidIsValid(displaced.partoid))

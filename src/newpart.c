@@ -238,10 +238,10 @@ newpart_add_bound(const char *qualname, PartSlot *slot)
  * restricted by a policy on the partition stays restricted), the
  * partition's own triggers (those cloned from the parent come back with
  * ATTACH) and whether each is enabled, storage parameters of the table and
- * its TOAST table, the comment, column grants, per-column statistics
- * targets, the replica identity (USING INDEX re-pointed to the new table's
- * index of the same definition), and last the owner.  The table's own
- * privileges are copied afterwards (copy_table_acl).  Persistence
+ * its TOAST table, the comment, per-column statistics targets, the
+ * replica identity (USING INDEX re-pointed to the new table's index of the
+ * same definition), and last the owner.  Privileges are copied at the swap
+ * (newpart_copy_privileges).  Persistence
  * (UNLOGGED), storage, compression and extended statistics come with
  * CREATE TABLE ... LIKE.  A trigger comes as pg_get_triggerdef prints it,
  * naming the old table (retarget_trigger).
@@ -288,12 +288,6 @@ static const char *const carry_sql =
 "  HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0"
 " UNION ALL SELECT 7, pg_catalog.format('COMMENT ON TABLE %s IS %L', $2, d)"
 "  FROM pg_catalog.obj_description($1, 'pg_class') d WHERE d IS NOT NULL"
-" UNION ALL SELECT 9, pg_catalog.format('GRANT %s (%I) ON %s TO %s%s', x.privilege_type,"
-"  t.attname, $2, CASE WHEN x.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'"
-"  ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(x.grantee)) END,"
-"  CASE WHEN x.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)"
-"  FROM pg_catalog.pg_attribute t, pg_catalog.aclexplode(t.attacl) x"
-"  WHERE t.attrelid OPERATOR(pg_catalog.=) $1 AND t.attacl IS NOT NULL AND NOT t.attisdropped"
 " UNION ALL SELECT 10, pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET STATISTICS %s', $2,"
 "  t.attname, t.attstattarget)"
 "  FROM pg_catalog.pg_attribute t WHERE t.attrelid OPERATOR(pg_catalog.=) $1"
@@ -323,7 +317,7 @@ static const char *const carry_sql =
  * Whether the old partition has anything carry_sql would carry, from its
  * catalog entries: most partitions have none of it, and planning carry_sql
  * takes a few ms in a new session, which is where a scheduled load runs.
- * It errs towards carrying (any column grant, any storage parameter, a
+ * It errs towards carrying (any storage parameter, a
  * replica identity other than the default); carry_sql decides the rest.
  * Keep in step with carry_sql.
  */
@@ -366,7 +360,7 @@ anything_to_carry(Oid old, Oid newrel)
 	if (!carry)
 		carry = GetComment(old, RelationRelationId, 0) != NULL;
 
-	/* its own triggers; column grants and statistics targets */
+	/* its own triggers; statistics targets */
 	rel = table_open(old, NoLock);
 	for (int i = 0; !carry && rel->trigdesc && i < rel->trigdesc->numtriggers; i++)
 		carry = !rel->trigdesc->triggers[i].tgisinternal && !rel->trigdesc->triggers[i].tgisclone;
@@ -377,11 +371,6 @@ anything_to_carry(Oid old, Oid newrel)
 		if (att->attisdropped)
 			continue;
 		carry = att->attstattarget >= 0;
-		tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(old), Int16GetDatum(att->attnum));
-		if (!HeapTupleIsValid(tup))
-			elog(ERROR, "cache lookup failed for attribute %d of relation %u", att->attnum, old);
-		carry |= !heap_attisnull(tup, Anum_pg_attribute_attacl, NULL);
-		ReleaseSysCache(tup);
 	}
 	table_close(rel, NoLock);
 
@@ -426,65 +415,100 @@ retarget_trigger(const char *def, const char *from, const char *to)
 }
 
 /*
- * Give table "to" exactly the privileges of table "from", as its catalog
- * entry holds them (NULL: the owner's defaults), once both have the same
- * owner.  CREATE TABLE gave "to" the creating role's default privileges in
- * the schema (ALTER DEFAULT PRIVILEGES), which "from" may not have, or may
- * have had revoked since: granting "from"'s privileges on top would give
- * them back.  Copying the entry also keeps each grant's grantor, which a
- * GRANT by the caller would not.
+ * Set the ACL (column attname of "to" when attnum > 0, else "to" itself) to
+ * acl (isnull: the owner's defaults) in catalog tuple tup of catalog rel,
+ * with the dependencies on the roles it names, as GRANT keeps them.
  */
 static void
-copy_table_acl(Oid from, Oid to)
+set_acl(Relation rel, HeapTuple tup, int aclcol, Datum acl, bool isnull,
+		Oid to, AttrNumber attnum, Oid owner)
 {
-	Relation	classrel = table_open(RelationRelationId, RowExclusiveLock);
-	HeapTuple	fromtup = SearchSysCache1(RELOID, ObjectIdGetDatum(from));
-	HeapTuple	totup;
-	HeapTuple	newtup;
-	Datum		fromacl;
-	Datum		toacl;
-	bool		fromnull;
-	bool		tonull;
-	Datum		values[Natts_pg_class] = {0};
-	bool		nulls[Natts_pg_class] = {0};
-	bool		replace[Natts_pg_class] = {0};
+	bool		oldnull;
+	Datum		oldacl = heap_getattr(tup, aclcol, RelationGetDescr(rel), &oldnull);
+	Datum	   *values = palloc0(sizeof(Datum) * RelationGetDescr(rel)->natts);
+	bool	   *nulls = palloc0(sizeof(bool) * RelationGetDescr(rel)->natts);
+	bool	   *replace = palloc0(sizeof(bool) * RelationGetDescr(rel)->natts);
 	Oid		   *oldmembers = NULL;
 	Oid		   *newmembers = NULL;
 	int			noldmembers = 0;
 	int			nnewmembers = 0;
+	HeapTuple	newtup;
 
-	if (!HeapTupleIsValid(fromtup))
-		elog(ERROR, "cache lookup failed for relation %u", from);
-	totup = SearchSysCacheCopy1(RELOID, ObjectIdGetDatum(to));
-	if (!HeapTupleIsValid(totup))
-		elog(ERROR, "cache lookup failed for relation %u", to);
-	fromacl = SysCacheGetAttr(RELOID, fromtup, Anum_pg_class_relacl, &fromnull);
-	toacl = SysCacheGetAttr(RELOID, totup, Anum_pg_class_relacl, &tonull);
-	if (((Form_pg_class) GETSTRUCT(fromtup))->relowner !=
-		((Form_pg_class) GETSTRUCT(totup))->relowner)
-		elog(ERROR, "relations %u and %u have different owners", from, to);
-	if (fromnull == tonull &&
-		(fromnull || datumIsEqual(fromacl, toacl, false, -1)))
-	{
-		ReleaseSysCache(fromtup);
-		table_close(classrel, RowExclusiveLock);
+	if (oldnull == isnull && (isnull || datumIsEqual(oldacl, acl, false, -1)))
 		return;
-	}
-
-	/* who the privileges name, for their dependencies (as GRANT keeps them) */
-	if (!tonull)
-		noldmembers = aclmembers(DatumGetAclP(toacl), &oldmembers);
-	if (!fromnull)
-		nnewmembers = aclmembers(DatumGetAclP(fromacl), &newmembers);
-	values[Anum_pg_class_relacl - 1] = fromacl;
-	nulls[Anum_pg_class_relacl - 1] = fromnull;
-	replace[Anum_pg_class_relacl - 1] = true;
-	newtup = heap_modify_tuple(totup, RelationGetDescr(classrel), values, nulls, replace);
-	CatalogTupleUpdate(classrel, &newtup->t_self, newtup);
-	updateAclDependencies(RelationRelationId, to, 0,
-						  ((Form_pg_class) GETSTRUCT(totup))->relowner,
+	if (!oldnull)
+		noldmembers = aclmembers(DatumGetAclP(oldacl), &oldmembers);
+	if (!isnull)
+		nnewmembers = aclmembers(DatumGetAclP(acl), &newmembers);
+	values[aclcol - 1] = acl;
+	nulls[aclcol - 1] = isnull;
+	replace[aclcol - 1] = true;
+	newtup = heap_modify_tuple(tup, RelationGetDescr(rel), values, nulls, replace);
+	CatalogTupleUpdate(rel, &newtup->t_self, newtup);
+	updateAclDependencies(RelationRelationId, to, attnum, owner,
 						  noldmembers, oldmembers, nnewmembers, newmembers);
+}
+
+/*
+ * Give table "to" exactly the privileges of table "from", on the table and
+ * on each column (by name), as their catalog entries hold them, grantors
+ * included (with "to"'s owner in place of "from"'s, as ALTER TABLE OWNER
+ * does).  CREATE TABLE gave "to" the creating role's default privileges in
+ * the schema (ALTER DEFAULT PRIVILEGES), which "from" may not have, or may
+ * have had revoked since: granting "from"'s privileges on top would give
+ * them back.  Called under the swap's lock, after DETACH updated "from"'s
+ * catalog entries: a GRANT or REVOKE on "from" takes no lock, but one that
+ * committed before is seen here, and one that comes later finds the entry
+ * updated by this transaction and fails.
+ */
+void
+newpart_copy_privileges(Oid from, Oid to)
+{
+	Relation	classrel = table_open(RelationRelationId, RowExclusiveLock);
+	Relation	attrel = table_open(AttributeRelationId, RowExclusiveLock);
+	HeapTuple	fromtup = SearchSysCache1(RELOID, ObjectIdGetDatum(from));
+	HeapTuple	totup = SearchSysCacheCopy1(RELOID, ObjectIdGetDatum(to));
+	Oid			fromowner;
+	Oid			toowner;
+	Datum		acl;
+	bool		isnull;
+	int			natts;
+
+	if (!HeapTupleIsValid(fromtup) || !HeapTupleIsValid(totup))
+		elog(ERROR, "cache lookup failed for relation %u or %u", from, to);
+	fromowner = ((Form_pg_class) GETSTRUCT(fromtup))->relowner;
+	toowner = ((Form_pg_class) GETSTRUCT(totup))->relowner;
+	natts = ((Form_pg_class) GETSTRUCT(totup))->relnatts;
+	acl = SysCacheGetAttr(RELOID, fromtup, Anum_pg_class_relacl, &isnull);
+	if (!isnull && fromowner != toowner)
+		acl = PointerGetDatum(aclnewowner(DatumGetAclP(acl), fromowner, toowner));
+	set_acl(classrel, totup, Anum_pg_class_relacl, acl, isnull, to, 0, toowner);
 	ReleaseSysCache(fromtup);
+
+	for (AttrNumber attnum = 1; attnum <= natts; attnum++)
+	{
+		HeapTuple	toatt = SearchSysCacheCopy2(ATTNUM, ObjectIdGetDatum(to),
+												Int16GetDatum(attnum));
+		HeapTuple	fromatt;
+
+		if (!HeapTupleIsValid(toatt))
+			elog(ERROR, "cache lookup failed for attribute %d of relation %u", attnum, to);
+		if (((Form_pg_attribute) GETSTRUCT(toatt))->attisdropped)
+			continue;
+		fromatt = SearchSysCacheAttName(from, NameStr(((Form_pg_attribute) GETSTRUCT(toatt))->attname));
+		isnull = true;
+		acl = (Datum) 0;
+		if (HeapTupleIsValid(fromatt))
+		{
+			acl = SysCacheGetAttr(ATTNAME, fromatt, Anum_pg_attribute_attacl, &isnull);
+			if (!isnull)
+				acl = PointerGetDatum(aclnewowner(DatumGetAclP(acl), fromowner, toowner));
+		}
+		set_acl(attrel, toatt, Anum_pg_attribute_attacl, acl, isnull, to, attnum, toowner);
+		if (HeapTupleIsValid(fromatt))
+			ReleaseSysCache(fromatt);
+	}
+	table_close(attrel, RowExclusiveLock);
 	table_close(classrel, RowExclusiveLock);
 	CommandCounterIncrement();
 }
@@ -500,10 +524,7 @@ carry_properties(NewPart *np, Oid old)
 	const char *oldname;
 
 	if (!anything_to_carry(old, np->relid))
-	{
-		copy_table_acl(old, np->relid);
 		return;
-	}
 	oldname = quote_qualified_identifier(get_namespace_name(get_rel_namespace(old)),
 										 get_rel_name(old));
 	args[0] = ObjectIdGetDatum(old);
@@ -523,7 +544,6 @@ carry_properties(NewPart *np, Oid old)
 			stmt = retarget_trigger(stmt, oldname, np->qualname);
 		sqlb_exec(stmt);
 	}
-	copy_table_acl(old, np->relid);
 }
 
 /*

@@ -387,6 +387,14 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 										 slot->name));
 	if (OidIsValid(slot->partoid))
 	{
+		/*
+		 * Nobody may change the partition's triggers, policies or other
+		 * properties between the checks and the copies below and the swap
+		 * (CREATE TRIGGER, CREATE POLICY, COMMENT and ALTER TABLE conflict
+		 * with this mode; readers and writers do not).  The parent is held
+		 * the same way (swap_serialize).
+		 */
+		LockRelationOid(slot->partoid, ShareUpdateExclusiveLock);
 		target_check_row_security(slot->partoid);
 		newpart_check_carryable(a->target, slot->partoid);
 	}

@@ -35,6 +35,7 @@
 #include "utils/syscache.h"
 
 #include "idem_etl.h"
+#include "newpart.h"
 #include "progress.h"
 #include "sql_build.h"
 #include "swap.h"
@@ -203,6 +204,9 @@ swap_once(void *arg)
 		progress_phase("waiting for lock", -1);
 		sqlb_exec(psprintf("ALTER TABLE %s DETACH PARTITION %s", s->parent->qualname, old_qual));
 		old_statistics = statistics_names(get_relname_relid(s->old_name, nspid));
+		/* now that no GRANT or REVOKE on it can come in between */
+		newpart_copy_privileges(get_relname_relid(s->old_name, nspid),
+								get_relname_relid(s->new_name, nspid));
 		if (s->keep_name)
 		{
 			sqlb_exec(psprintf("ALTER TABLE %s RENAME TO %s", old_qual,
