@@ -472,15 +472,17 @@ etl_cancel(PG_FUNCTION_ARGS)
 
 /*
  * Lock the extension's state tables for the scheduler's work, without
- * waiting.  DROP EXTENSION takes ACCESS EXCLUSIVE on them one after another;
- * a scheduler holding one and waiting for the next would deadlock with it.
+ * waiting: every one it reads or writes (the ledger too, which the purge
+ * deletes from).  DROP EXTENSION takes ACCESS EXCLUSIVE on them one after
+ * another; a scheduler holding one and waiting for the next would deadlock
+ * with it (it did, holding replaced_partitions and waiting for runs).
  * When they are not all free at once, the scheduler skips this round.
  */
 bool
 jobs_lock_state(void)
 {
 	Oid			nsp = get_namespace_oid("idem_etl", true);
-	const char *tables[] = {"jobs", "replaced_partitions"};
+	const char *tables[] = {"jobs", "replaced_partitions", "runs"};
 
 	if (!OidIsValid(nsp))
 		return false;
