@@ -338,16 +338,20 @@ carry_rows(ReplaceArgs *a, const char *from, const char *where, NewPart *np)
 }
 
 /*
- * Take an EXCLUSIVE lock on relid, whose rows are about to be copied: its
- * writers wait from here to the end of the transaction (readers do not),
- * and the copy's snapshot, taken after this wait, sees what the writers
- * before committed.  A partitioned DEFAULT partition's own partitions are
- * locked too: a writer addressing one of them directly takes no lock on
- * its parent, and a row it committed between the copy and the delete that
- * follows would be lost.
+ * Take an EXCLUSIVE lock on relid, whose rows are about to be copied or
+ * deleted: its writers wait from here to the end of the transaction
+ * (readers do not), and the next statement's snapshot, taken after this
+ * wait, sees what the writers before committed.  Without it, a row another
+ * transaction was inserting was neither copied nor deleted, and stayed
+ * beside the new rows; and as that transaction's run was recorded with a
+ * lower run_id than this one's though it committed later, a rerun with the
+ * run_key was skipped.  A partitioned DEFAULT partition's own partitions
+ * are locked too: a writer addressing one of them directly takes no lock
+ * on its parent, and a row it committed between the copy and the delete
+ * that follows would be lost.
  */
-static void
-lock_for_carry(Oid relid)
+void
+replace_lock_writers(Oid relid)
 {
 	if (!ConditionalLockRelationOid(relid, ExclusiveLock))
 	{
@@ -426,9 +430,9 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 		 * be lost.
 		 */
 		if (OidIsValid(slot->partoid))
-			lock_for_carry(slot->partoid);
+			replace_lock_writers(slot->partoid);
 		else if (OidIsValid(a->pk->default_part))
-			lock_for_carry(a->pk->default_part);
+			replace_lock_writers(a->pk->default_part);
 		/* etl_replace_where: the source's rows of this partition ... */
 		np = newpart_create(a->target, a->pk, slot);
 		initStringInfo(&sql);
@@ -550,6 +554,7 @@ replace_in_table(ReplaceArgs *a, const char *value, ReplaceResult *r)
 	}
 	else
 	{
+		replace_lock_writers(a->target->relid);
 		if (a->min_ratio > 0 && !a->allow_shrink)
 			audit_shrink(a->min_ratio, false, batch.nrows,
 						 sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s%s WHERE %s",

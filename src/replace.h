@@ -42,6 +42,7 @@ extern void replace_start_run(LedgerRun *run, ReplaceArgs *a, const char *value,
 							  const char *bound, const char *table);
 extern const char *replace_default_part_name(PartKey *pk);
 extern void replace_refuse_null_values(ReplaceArgs *a);
+extern void replace_lock_writers(Oid relid);
 extern void replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g,
 						 const char *fingerprint, int64 nrows, ReplaceResult *r);
 extern int64 replace_where_run(ReplaceArgs *a, char *run_key, LedgerRun *run,

@@ -64,6 +64,7 @@ where_in_table(ReplaceArgs *a, ReplaceResult *r)
 	const char *alias = quote_identifier(a->target->relname);
 	StringInfoData sql;
 
+	replace_lock_writers(a->target->relid);
 	if (a->min_ratio > 0 && !a->allow_shrink)
 		audit_shrink(a->min_ratio, false, a->stage->nrows,
 					 sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM ONLY %s AS %s"
