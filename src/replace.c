@@ -680,6 +680,7 @@ replace_table_values(ReplaceArgs *a, Tuplestorestate *store, TupleDesc desc)
 		int		   *taken = palloc(sizeof(int) * (ntake + 1));
 
 		/* one DELETE for every value taken, counting each value's rows */
+		replace_lock_writers(a->target->relid);
 		progress_phase("deleting", -1);
 		args[0] = run_values(a, runs, nruns, take, &argtypes[0]);
 		initStringInfo(&sql);
