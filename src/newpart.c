@@ -241,10 +241,9 @@ newpart_add_bound(const char *qualname, PartSlot *slot)
  * its TOAST table, the comment, per-column statistics targets, the
  * replica identity (USING INDEX re-pointed to the new table's index of the
  * same definition), and last the owner.  Privileges are copied at the swap
- * (newpart_copy_privileges).  Persistence
- * (UNLOGGED), storage, compression and extended statistics come with
- * CREATE TABLE ... LIKE.  A trigger comes as pg_get_triggerdef prints it,
- * naming the old table (retarget_trigger).
+ * (newpart_copy_privileges).  Persistence (UNLOGGED), storage, compression
+ * and extended statistics come with CREATE TABLE ... LIKE.  A trigger comes
+ * as pg_get_triggerdef prints it, naming the old table (retarget_trigger).
  */
 static const char *const carry_sql =
 "SELECT s FROM ("
@@ -317,8 +316,8 @@ static const char *const carry_sql =
  * Whether the old partition has anything carry_sql would carry, from its
  * catalog entries: most partitions have none of it, and planning carry_sql
  * takes a few ms in a new session, which is where a scheduled load runs.
- * It errs towards carrying (any storage parameter, a
- * replica identity other than the default); carry_sql decides the rest.
+ * It errs towards carrying (any storage parameter, a replica identity
+ * other than the default); carry_sql decides the rest.
  * Keep in step with carry_sql.
  */
 static bool
@@ -415,9 +414,10 @@ retarget_trigger(const char *def, const char *from, const char *to)
 }
 
 /*
- * Set the ACL (column attname of "to" when attnum > 0, else "to" itself) to
- * acl (isnull: the owner's defaults) in catalog tuple tup of catalog rel,
- * with the dependencies on the roles it names, as GRANT keeps them.
+ * Set the ACL in column aclcol of catalog tuple tup of catalog rel, that of
+ * table "to" (attnum 0) or of its column attnum, to acl (isnull: the owner's
+ * defaults), with the dependencies on the roles it names, as GRANT keeps
+ * them.  Nothing is written when it is the same.
  */
 static void
 set_acl(Relation rel, HeapTuple tup, int aclcol, Datum acl, bool isnull,
