@@ -147,6 +147,9 @@ idem_dispatcher_main(Datum arg)
 	if (!jobs_lock_state())
 	{
 		/* DROP EXTENSION (or ALTER) holds the state tables: soon again */
+		ereport(DEBUG1,
+				(errmsg_internal("idem_etl dispatcher: the state tables of database %u are locked, visiting again in a naptime",
+								 ds.dboid)));
 		soon = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), idem_naptime);
 
 		worker_end_tx();
