@@ -95,6 +95,15 @@ SELECT tgrelid::regclass, tgenabled FROM pg_trigger
  WHERE tgname = 'aud' AND tgrelid IN ('rtrg.ev'::regclass, 'rtrg.ev_1'::regclass) ORDER BY 1;
 INSERT INTO rtrg.ev VALUES ('2026-11-01', 4, 'insert');
 SELECT op, tbl, id FROM rtrg.audit ORDER BY id;
+-- a rerun its run_key skips changes nothing, and is not refused
+BEGIN;
+ALTER TABLE rtrg.ev DISABLE TRIGGER aud;
+SELECT rows_loaded, skipped FROM etl_replace_partition('rtrg.ev', '2026-11-01',
+    $$SELECT '2026-11-01'::date AS d, 7 AS id, 'keyed' AS v$$, run_key => 'k');
+ALTER TABLE rtrg.ev ENABLE TRIGGER aud;
+COMMIT;
+SELECT rows_loaded, skipped FROM etl_replace_partition('rtrg.ev', '2026-11-01',
+    $$SELECT '2026-11-01'::date AS d, 7 AS id, 'keyed' AS v$$, run_key => 'k');
 
 -- a restore swaps rows in and out as a replacement does: refused too
 BEGIN;

@@ -228,6 +228,18 @@ SELECT v, has_table_privilege('idem_test_reader', 'rights.pay_1', 'SELECT') AS r
   FROM rights.pay_1;
 RESET ROLE;
 ALTER DEFAULT PRIVILEGES FOR ROLE idem_test_victim IN SCHEMA rights REVOKE SELECT ON TABLES FROM idem_test_reader;
+-- and the displaced partition's owner: the version kept the owner of the
+-- day it was replaced, who got the partition back and its new owner lost it
+CREATE TABLE rights.own (d date NOT NULL, v int) PARTITION BY LIST (d);
+CREATE TABLE rights.own_1 PARTITION OF rights.own FOR VALUES IN ('2026-11-01');
+SELECT rows_loaded FROM etl_replace_partition('rights.own', '2026-11-01',
+    $$SELECT '2026-11-01'::date AS d, 1 AS v$$, keep_replaced => '1 day');
+ALTER TABLE rights.own_1 OWNER TO idem_test_victim;
+SELECT etl_restore_partition('rights.own', '2026-11-01')::regclass AS restored;
+SELECT relowner::regrole AS owner, relacl FROM pg_class WHERE oid = 'rights.own_1'::regclass;
+SET ROLE idem_test_victim;
+SELECT count(*) AS owner_reads FROM rights.own_1;
+RESET ROLE;
 
 SET client_min_messages = warning;
 DROP SCHEMA rights CASCADE;

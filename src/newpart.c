@@ -450,39 +450,60 @@ set_acl(Relation rel, HeapTuple tup, int aclcol, Datum acl, bool isnull,
 }
 
 /*
- * Give table "to" exactly the privileges of table "from", on the table and
- * on each column (by name), as their catalog entries hold them, grantors
- * included (with "to"'s owner in place of "from"'s, as ALTER TABLE OWNER
- * does).  CREATE TABLE gave "to" the creating role's default privileges in
- * the schema (ALTER DEFAULT PRIVILEGES), which "from" may not have, or may
- * have had revoked since: granting "from"'s privileges on top would give
- * them back.  Called under the swap's lock, after DETACH updated "from"'s
- * catalog entries: a GRANT or REVOKE on "from" takes no lock, but one that
- * committed before is seen here, and one that comes later finds the entry
- * updated by this transaction and fails.
+ * Give table "to" the owner of table "from" and exactly its privileges, on
+ * the table and on each column (by name), as their catalog entries hold
+ * them, grantors included.  CREATE TABLE gave "to" the creating role's
+ * default privileges in the schema (ALTER DEFAULT PRIVILEGES), which "from"
+ * may not have, or may have had revoked since: granting "from"'s privileges
+ * on top would give them back.  A kept version being restored has the
+ * owner and privileges of the day it was replaced; the partition it
+ * displaces has those of now.  Called under the swap's lock, after DETACH
+ * updated "from"'s catalog entries: a GRANT or REVOKE on "from" takes no
+ * lock, but one that committed before is seen here, and one that comes
+ * later finds the entry updated by this transaction and fails.
  */
 void
 newpart_copy_privileges(Oid from, Oid to)
 {
-	Relation	classrel = table_open(RelationRelationId, RowExclusiveLock);
-	Relation	attrel = table_open(AttributeRelationId, RowExclusiveLock);
-	HeapTuple	fromtup = SearchSysCache1(RELOID, ObjectIdGetDatum(from));
-	HeapTuple	totup = SearchSysCacheCopy1(RELOID, ObjectIdGetDatum(to));
-	Oid			fromowner;
-	Oid			toowner;
+	Relation	classrel;
+	Relation	attrel;
+	HeapTuple	fromtup;
+	HeapTuple	totup;
+	Oid			owner;
 	Datum		acl;
 	bool		isnull;
 	int			natts;
 
+	fromtup = SearchSysCache1(RELOID, ObjectIdGetDatum(from));
+	if (!HeapTupleIsValid(fromtup))
+		elog(ERROR, "cache lookup failed for relation %u", from);
+	owner = ((Form_pg_class) GETSTRUCT(fromtup))->relowner;
+	ReleaseSysCache(fromtup);
+	totup = SearchSysCache1(RELOID, ObjectIdGetDatum(to));
+	if (!HeapTupleIsValid(totup))
+		elog(ERROR, "cache lookup failed for relation %u", to);
+	if (((Form_pg_class) GETSTRUCT(totup))->relowner != owner)
+	{
+		ReleaseSysCache(totup);
+		/* with ALTER TABLE's checks: the caller must be able to give it */
+		sqlb_exec(psprintf("ALTER TABLE %s OWNER TO %s",
+						   quote_qualified_identifier(get_namespace_name(get_rel_namespace(to)),
+													  get_rel_name(to)),
+						   quote_identifier(GetUserNameFromId(owner, false))));
+		CommandCounterIncrement();
+	}
+	else
+		ReleaseSysCache(totup);
+
+	classrel = table_open(RelationRelationId, RowExclusiveLock);
+	attrel = table_open(AttributeRelationId, RowExclusiveLock);
+	fromtup = SearchSysCache1(RELOID, ObjectIdGetDatum(from));
+	totup = SearchSysCacheCopy1(RELOID, ObjectIdGetDatum(to));
 	if (!HeapTupleIsValid(fromtup) || !HeapTupleIsValid(totup))
 		elog(ERROR, "cache lookup failed for relation %u or %u", from, to);
-	fromowner = ((Form_pg_class) GETSTRUCT(fromtup))->relowner;
-	toowner = ((Form_pg_class) GETSTRUCT(totup))->relowner;
 	natts = ((Form_pg_class) GETSTRUCT(totup))->relnatts;
 	acl = SysCacheGetAttr(RELOID, fromtup, Anum_pg_class_relacl, &isnull);
-	if (!isnull && fromowner != toowner)
-		acl = PointerGetDatum(aclnewowner(DatumGetAclP(acl), fromowner, toowner));
-	set_acl(classrel, totup, Anum_pg_class_relacl, acl, isnull, to, 0, toowner);
+	set_acl(classrel, totup, Anum_pg_class_relacl, acl, isnull, to, 0, owner);
 	ReleaseSysCache(fromtup);
 
 	for (AttrNumber attnum = 1; attnum <= natts; attnum++)
@@ -499,12 +520,8 @@ newpart_copy_privileges(Oid from, Oid to)
 		isnull = true;
 		acl = (Datum) 0;
 		if (HeapTupleIsValid(fromatt))
-		{
 			acl = SysCacheGetAttr(ATTNAME, fromatt, Anum_pg_attribute_attacl, &isnull);
-			if (!isnull)
-				acl = PointerGetDatum(aclnewowner(DatumGetAclP(acl), fromowner, toowner));
-		}
-		set_acl(attrel, toatt, Anum_pg_attribute_attacl, acl, isnull, to, attnum, toowner);
+		set_acl(attrel, toatt, Anum_pg_attribute_attacl, acl, isnull, to, attnum, owner);
 		if (HeapTupleIsValid(fromatt))
 			ReleaseSysCache(fromatt);
 	}

@@ -35,8 +35,8 @@
  * Checked before the lock, so that a role without privileges can neither
  * queue a lock on the table nor learn about its keys.
  */
-static void
-require_some_privilege(Oid relid, const char *relname, AclMode mode)
+void
+target_require_privileges(Oid relid, const char *relname, AclMode mode)
 {
 	Oid			userid = GetUserId();
 	AclMode		modes[] = {ACL_SELECT, ACL_INSERT, ACL_UPDATE, ACL_DELETE};
@@ -72,7 +72,7 @@ target_open(Oid relid, AclMode mode)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation with OID %u does not exist", relid)));
-	require_some_privilege(relid, relname, mode);
+	target_require_privileges(relid, relname, mode);
 	LockRelationOid(relid, RowExclusiveLock);
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		ereport(ERROR,

@@ -402,7 +402,6 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 		target_check_row_security(slot->partoid);
 		newpart_check_carryable(a->target, slot->partoid);
 	}
-	target_refuse_skipped_triggers(a->target, slot->partoid);
 	if (g != NULL)
 	{
 		run.batch_rows = nrows;
@@ -469,6 +468,8 @@ replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerp
 		}
 	}
 
+	/* not before: a skip changes nothing, and fires nothing either */
+	target_refuse_skipped_triggers(a->target, slot->partoid);
 	newpart_bound(np, a->target, a->pk, slot);
 	if (OidIsValid(slot->partoid))
 		check_referencing_rows(a, slot, np->schema);
