@@ -146,7 +146,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 				 errdetail("Only partitions swapped by etl_replace_partition can be restored.")));
 	SPI_connect();
 	swap_serialize(relid);
-	target = target_open(relid, 0);
+	target = target_open(relid, 0, false);
 	target_check_row_security(relid);
 	progress_start("restore_partition", target->qualname, NULL);
 	pk = partmap_key(target, NULL);

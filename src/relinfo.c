@@ -35,8 +35,8 @@
  * Checked before the lock, so that a role without privileges can neither
  * queue a lock on the table nor learn about its keys.
  */
-void
-target_require_privileges(Oid relid, const char *relname, AclMode mode)
+static void
+require_some_privilege(Oid relid, const char *relname, AclMode mode)
 {
 	Oid			userid = GetUserId();
 	AclMode		modes[] = {ACL_SELECT, ACL_INSERT, ACL_UPDATE, ACL_DELETE};
@@ -54,14 +54,18 @@ target_require_privileges(Oid relid, const char *relname, AclMode mode)
 }
 
 /*
- * Lock the target (ROW EXCLUSIVE, as the write will take anyway), after
- * checking that the caller has some of the privileges in mode, and describe
- * it.  The lock keeps its definition stable until the end of the
- * transaction.  A table dropped while we waited for the lock is reported
- * by name (42P01), as a statement naming it would.
+ * Lock the target, after checking that the caller has some of the
+ * privileges in mode, and describe it.  The lock keeps its definition
+ * stable until the end of the transaction.  ROW EXCLUSIVE, as the write
+ * will take anyway; but a plain table's rows are replaced by one call at a
+ * time (ledger_lock_table), which takes EXCLUSIVE on the table before its
+ * DELETE (replace_lock_writers): a call waiting for the one before must
+ * not hold ROW EXCLUSIVE meanwhile, or the two deadlock.  So replacing
+ * opens a plain table with ACCESS SHARE.  A table dropped while we waited
+ * for the lock is reported by name (42P01), as a statement naming it would.
  */
 TargetInfo *
-target_open(Oid relid, AclMode mode)
+target_open(Oid relid, AclMode mode, bool replacing)
 {
 	TargetInfo *target = palloc0(sizeof(TargetInfo));
 	char	   *relname = get_rel_name(relid);
@@ -72,8 +76,9 @@ target_open(Oid relid, AclMode mode)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation with OID %u does not exist", relid)));
-	target_require_privileges(relid, relname, mode);
-	LockRelationOid(relid, RowExclusiveLock);
+	require_some_privilege(relid, relname, mode);
+	LockRelationOid(relid, replacing && get_rel_relkind(relid) == RELKIND_RELATION ?
+					AccessShareLock : RowExclusiveLock);
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),

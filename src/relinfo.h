@@ -47,8 +47,7 @@ typedef struct TargetKey
 	Oid		   *arbiters;
 } TargetKey;
 
-extern void target_require_privileges(Oid relid, const char *relname, AclMode mode);
-extern TargetInfo *target_open(Oid relid, AclMode mode);
+extern TargetInfo *target_open(Oid relid, AclMode mode, bool replacing);
 extern TargetColumn *target_column(TargetInfo *target, const char *name);
 extern TargetKey *target_key(TargetInfo *target, ArrayType *key_columns);
 extern void target_check_privileges(TargetInfo *target, char **columns,

@@ -86,7 +86,7 @@ replace_setup(ReplaceArgs *a, FunctionCallInfo fcinfo, int first)
 	a->min_ratio = audit_ratio(fcinfo, first + 6);
 	a->allow_shrink = !idem_arg_isnull(fcinfo, first + 7) && PG_GETARG_BOOL(first + 7);
 	swap_serialize(PG_GETARG_OID(0));
-	a->target = target_open(PG_GETARG_OID(0), ACL_SELECT | ACL_INSERT | ACL_DELETE);
+	a->target = target_open(PG_GETARG_OID(0), ACL_SELECT | ACL_INSERT | ACL_DELETE, true);
 	target_check_row_security(a->target->relid);
 	a->granularity = PG_ARGISNULL(first + 2) ? NULL : PG_GETARG_INTERVAL_P(first + 2);
 	a->keep = replace_keep_interval(fcinfo, first + 3);

@@ -266,7 +266,7 @@ etl_replace_where(PG_FUNCTION_ARGS)
 	a.min_ratio = audit_ratio(fcinfo, 6);
 	a.allow_shrink = !idem_arg_isnull(fcinfo, 7) && PG_GETARG_BOOL(7);
 	swap_serialize(PG_GETARG_OID(0));
-	a.target = target_open(PG_GETARG_OID(0), ACL_SELECT | ACL_INSERT | ACL_DELETE);
+	a.target = target_open(PG_GETARG_OID(0), ACL_SELECT | ACL_INSERT | ACL_DELETE, true);
 	target_check_row_security(a.target->relid);
 	a.keep = replace_keep_interval(fcinfo, 3);
 	if (a.target->relkind == RELKIND_PARTITIONED_TABLE)

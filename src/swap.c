@@ -37,7 +37,6 @@
 #include "idem_etl.h"
 #include "newpart.h"
 #include "progress.h"
-#include "relinfo.h"
 #include "sql_build.h"
 #include "swap.h"
 
@@ -156,39 +155,25 @@ rename_statistics(Oid nspid, const char *schema, const char *table, const char *
 }
 
 /*
- * Called first by every operation that will replace rows of relid, before
- * it takes any other lock on it: SHARE UPDATE EXCLUSIVE, which conflicts
- * with itself but not with readers or writers, so that replacements of one
- * table run one at a time while everyone else goes on.
- *
- * A partitioned table's swaps would otherwise deadlock, each waiting for
- * the other's weaker lock on the parent to upgrade its own; ATTACH and
- * DETACH are for the table's owner, so others are refused before they lock
- * anything.  A plain table's replacements lock out its writers before they
- * delete (replace_lock_writers): two that both held ROW EXCLUSIVE on it by
- * then would deadlock; its callers need its privileges to wait here.
+ * Called first by every operation that will swap partitions of relid,
+ * before it takes any other lock on it.  ATTACH and DETACH are for the
+ * table's owner, so others are refused before they lock anything.  (A plain
+ * table's replacements are serialized by ledger_lock_table instead, holding
+ * no more than ACCESS SHARE on it while they wait: see target_open.)
  */
 void
 swap_serialize(Oid relid)
 {
 	char	   *relname = get_rel_name(relid);
-	char		relkind = get_rel_relkind(relid);
 
-	if (relname == NULL)
+	if (relname == NULL || get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
 		return;
-	if (relkind == RELKIND_RELATION)
-		target_require_privileges(relid, relname, ACL_SELECT | ACL_INSERT | ACL_DELETE);
-	else if (relkind == RELKIND_PARTITIONED_TABLE)
-	{
 #if PG_VERSION_NUM >= 160000
-		if (!object_ownercheck(RelationRelationId, relid, GetUserId()))
+	if (!object_ownercheck(RelationRelationId, relid, GetUserId()))
 #else
-		if (!pg_class_ownercheck(relid, GetUserId()))
+	if (!pg_class_ownercheck(relid, GetUserId()))
 #endif
-			aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, relname);
-	}
-	else
-		return;
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, relname);
 	LockRelationOid(relid, ShareUpdateExclusiveLock);
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		ereport(ERROR,

@@ -779,7 +779,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 
-	target = target_open(args.target, ACL_SELECT | ACL_INSERT);
+	target = target_open(args.target, ACL_SELECT | ACL_INSERT, false);
 	progress_start("upsert", target->qualname, args.run_key);
 	run.target = target->qualname;
 	run.target_oid = target->relid;
