@@ -181,7 +181,7 @@ same_as_prior(ReplaceArgs *a, Oid partoid, const char *value, const char *bound,
 		ereport(NOTICE,
 				(errmsg("loading the partition of %s in \"%s\" again: it is not the one run %lld left for run_key \"%s\"",
 						value, a->target->relname, (long long) prior.applied, a->run_key),
-				 errdetail("The partition was dropped, detached, replaced by another table, or rewritten (TRUNCATE, VACUUM FULL, CLUSTER) since.")));
+				 errdetail(REPLACE_PARTITION_GONE_DETAIL)));
 		return false;
 	}
 	ereport(NOTICE,

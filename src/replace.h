@@ -37,6 +37,13 @@ typedef struct ReplaceResult
 	bool		skipped;
 } ReplaceResult;
 
+/*
+ * Why a run_key rerun loads a partition again that the run it matches left
+ * in place (same_as_prior, and etl_replace_where's partitions).
+ */
+#define REPLACE_PARTITION_GONE_DETAIL \
+	"The partition was dropped, detached, replaced by another table, or rewritten (TRUNCATE, VACUUM FULL, CLUSTER) since."
+
 extern Interval *replace_keep_interval(FunctionCallInfo fcinfo, int n);
 extern void replace_start_run(LedgerRun *run, ReplaceArgs *a, const char *value,
 							  const char *bound, const char *table);

@@ -202,23 +202,26 @@ replace_where_run(ReplaceArgs *a, char *run_key, LedgerRun *run, ReplaceResult *
 							run_key, a->target->relname, a->condition, (long long) prior.applied)));
 			run->corrects = prior.applied;
 		}
-		else if (prior.applied != 0 && prior.changed_by != 0)
-			ereport(NOTICE,
-					(errmsg("replacing the rows of \"%s\" where %s again: run %lld (%s) changed the table after run %lld loaded the same rows for run_key \"%s\"",
-							a->target->relname, a->condition, (long long) prior.changed_by,
-							prior.changed_op, (long long) prior.applied, run_key)));
-		else if (prior.applied != 0 && prior.partition_gone)
-			ereport(NOTICE,
-					(errmsg("replacing the rows of \"%s\" where %s again: a partition run %lld rebuilt for run_key \"%s\" is no longer there",
-							a->target->relname, a->condition, (long long) prior.applied, run_key),
-					 errdetail("The partition was dropped, detached, replaced by another table, or rewritten (TRUNCATE, VACUUM FULL, CLUSTER) since.")));
 		else if (prior.applied != 0)
 		{
-			ereport(NOTICE,
-					(errmsg("skipping replacement of the rows of \"%s\" where %s: run %lld already has the same rows for run_key \"%s\"",
-							a->target->relname, a->condition, (long long) prior.applied, run_key),
-					 errdetail("Nothing was rewritten.")));
-			run->skipped = true;
+			if (prior.changed_by != 0)
+				ereport(NOTICE,
+						(errmsg("replacing the rows of \"%s\" where %s again: run %lld (%s) changed the table after run %lld loaded the same rows for run_key \"%s\"",
+								a->target->relname, a->condition, (long long) prior.changed_by,
+								prior.changed_op, (long long) prior.applied, run_key)));
+			else if (prior.partition_gone)
+				ereport(NOTICE,
+						(errmsg("replacing the rows of \"%s\" where %s again: a partition run %lld rebuilt for run_key \"%s\" is no longer there",
+								a->target->relname, a->condition, (long long) prior.applied, run_key),
+						 errdetail(REPLACE_PARTITION_GONE_DETAIL)));
+			else
+			{
+				ereport(NOTICE,
+						(errmsg("skipping replacement of the rows of \"%s\" where %s: run %lld already has the same rows for run_key \"%s\"",
+								a->target->relname, a->condition, (long long) prior.applied, run_key),
+						 errdetail("Nothing was rewritten.")));
+				run->skipped = true;
+			}
 		}
 	}
 	if (!run->skipped)
