@@ -94,19 +94,25 @@ INSERT INTO mx_strategy VALUES
  $q$SELECT * FROM etl_upsert_batch('%T%', 'TABLE %B%')$q$),
 -- Not upserts: the least any upsert that writes only changed rows must do,
 -- looking every key up and comparing, as one read-only join; the floor is
--- the fastest of the planner's plan (f), an index nested loop (fn) and a
--- merge join (fm).  Statements are separated by ';;'.
+-- the fastest of the planner's plan (f), an index nested loop in the
+-- batch's order (fn) and in key order (fs, the batch sorted first, as
+-- etl_upsert_batch probes), and a merge join (fm).  Statements are
+-- separated by ';;'; %S% is the batch as the join reads it.
 ('f', 4, '(f) read-only lookup join', 'floor', NULL),
 ('fn', 5, '(f) read-only lookup join, nested loop', 'floor',
  'SET LOCAL enable_hashjoin = off;; SET LOCAL enable_mergejoin = off;; '),
-('fm', 6, '(f) read-only lookup join, merge join', 'floor',
+('fs', 6, '(f) read-only lookup join, sorted batch, nested loop', 'floor',
+ 'SET LOCAL enable_hashjoin = off;; SET LOCAL enable_mergejoin = off;; '),
+('fm', 7, '(f) read-only lookup join, merge join', 'floor',
  'SET LOCAL enable_hashjoin = off;; SET LOCAL enable_nestloop = off;; ');
 UPDATE mx_strategy SET stmt = coalesce(stmt, '') ||
- $q$SELECT count(*) FROM %B% AS b LEFT JOIN %T% AS o ON o.order_id = b.order_id
+ $q$SELECT count(*) FROM %S% AS b LEFT JOIN %T% AS o ON o.order_id = b.order_id
     WHERE o.order_id IS NULL
        OR (o.customer_id, o.amount, o.status, o.updated_at)
           IS DISTINCT FROM
           (b.customer_id, b.amount, b.status, b.updated_at)$q$
+ WHERE kind = 'floor';
+UPDATE mx_strategy SET stmt = replace(stmt, '%S%', CASE sid WHEN 'fs' THEN '(SELECT * FROM %B% ORDER BY order_id OFFSET 0)' ELSE '%B%' END)
  WHERE kind = 'floor';
 \if :with_etl
 \else
