@@ -25,6 +25,7 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/partcache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
@@ -43,6 +44,9 @@ partmap_key(TargetInfo *target, const char *partition_column)
 	PartitionKey key;
 	PartitionDesc pd;
 	const char *keycol;
+	MemoryContext tmpcxt;
+	MemoryContext oldcxt;
+	bool		detached;
 
 	if (target->relkind == RELKIND_RELATION)
 	{
@@ -103,19 +107,35 @@ partmap_key(TargetInfo *target, const char *partition_column)
 	pk->opfamily = key->partopfamily[0];
 	pk->opcintype = key->partopcintype[0];
 	/*
+	 * The partition descriptor goes into the relcache; what building it
+	 * parses (every partition's bound) is left in the current context, a
+	 * few megabytes with thousands of partitions.  Freed at once, that
+	 * memory serves the builds of the swap's DETACH and ATTACH, as it does
+	 * between the statements of a hand-written swap; kept to the end of the
+	 * call, each build takes fresh memory, and the page faults of a new
+	 * session's fresh memory cost more than the parsing.
+	 */
+	tmpcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl partition bounds",
+								   ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(tmpcxt);
+	detached = RelationGetPartitionDesc(rel, false)->detached_exist;
+	pd = RelationGetPartitionDesc(rel, true);
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(tmpcxt);
+
+	/*
 	 * A partition whose DETACH ... CONCURRENTLY has not finished is left
 	 * out of what the partitions are read from here, yet its bounds would
 	 * still make the ATTACH of an overlapping new partition fail, at the
 	 * end of all the work.
 	 */
-	if (RelationGetPartitionDesc(rel, false)->detached_exist)
+	if (detached)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("a partition of \"%s\" is being detached", target->relname),
 				 errdetail("An ALTER TABLE ... DETACH PARTITION ... CONCURRENTLY has not finished."),
 				 errhint("Wait for it to end, or finish it with ALTER TABLE %s DETACH PARTITION ... FINALIZE.",
 						 target->qualname)));
-	pd = RelationGetPartitionDesc(rel, true);
 	if (pd->boundinfo && pd->boundinfo->default_index >= 0)
 		pk->default_part = pd->oids[pd->boundinfo->default_index];
 	table_close(rel, NoLock);
