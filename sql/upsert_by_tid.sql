@@ -85,6 +85,22 @@ SELECT * FROM tid.run(:'idx', $$etl_upsert_batch('tid.trig', 'SELECT g AS id, ''
 SELECT tid.summary('tid.trig');
 
 --
+-- a BEFORE INSERT trigger that skips rows (returns NULL): the counts are the
+-- rows written.  Of 50 stored keys and 150 absent ones, the trigger lets
+-- only the even ones through: 25 updated, 75 inserted, the other 100 left
+-- alone (the plain INSERT of the absent rows is counted by the rows it
+-- returns, not by the absent keys of the batch)
+--
+CREATE TABLE tid.skip (id int PRIMARY KEY, v text);
+INSERT INTO tid.skip SELECT g, 'old' FROM generate_series(1, 50) AS g;
+CREATE FUNCTION tid.skip_odd() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN IF NEW.id % 2 = 1 THEN RETURN NULL; END IF; RETURN NEW; END $$;
+CREATE TRIGGER skip_odd BEFORE INSERT ON tid.skip FOR EACH ROW EXECUTE FUNCTION tid.skip_odd();
+SELECT inserted, updated, unchanged
+  FROM etl_upsert_batch('tid.skip', 'SELECT g AS id, ''new'' AS v FROM generate_series(1, 200) AS g');
+SELECT tid.summary('tid.skip'), count(*) AS total FROM tid.skip;
+
+--
 -- statement-level triggers with transition tables: the merge's statements
 -- are one query, whose statements writing the same table share their
 -- transition tables and fire each statement trigger once.  So a batch of
