@@ -169,6 +169,16 @@ SELECT * FROM rw.err($$SELECT * FROM etl_replace_where('rw.rn', 'v = 1',
     'SELECT NULL::date AS d, 1 AS v')$$);
 SELECT relname FROM pg_class WHERE relname LIKE 'rn%' AND relnamespace = 'rw'::regnamespace ORDER BY 1;
 
+-- a plain table with a BEFORE INSERT trigger that skips rows: rows_loaded is
+-- the rows written (the staged rows count the insert only where no trigger
+-- can skip one)
+CREATE FUNCTION rw.skip_odd() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN IF NEW.id % 2 = 1 THEN RETURN NULL; END IF; RETURN NEW; END $$;
+CREATE TRIGGER skip_odd BEFORE INSERT ON rw.daily FOR EACH ROW EXECUTE FUNCTION rw.skip_odd();
+SELECT rows_loaded, rows_replaced FROM etl_replace_where('rw.daily', $$d = '2026-11-04'$$,
+    $$SELECT '2026-11-04'::date AS d, g AS id, 'four' AS v FROM generate_series(1, 9) AS g$$);
+SELECT count(*) AS written FROM rw.daily WHERE d = '2026-11-04';
+
 SET client_min_messages = warning;
 DROP SCHEMA rw CASCADE;
 DROP EXTENSION idem_etl;

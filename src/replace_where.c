@@ -71,7 +71,15 @@ where_in_table(ReplaceArgs *a, ReplaceResult *r)
 											 " WHERE (%s\n)", a->target->qualname, alias, a->condition)),
 					 a->target->relname, "the rows of the condition");
 	progress_phase("deleting", -1);
-	/* the insert reads the delete's count first: the delete runs first */
+
+	/*
+	 * The insert reads the delete's count first: the delete runs first.  It
+	 * inserts every staged row (or fails), so the staged rows count it,
+	 * unless a BEFORE INSERT trigger of the target's own may skip some: only
+	 * then does it return its rows to be counted (PostgreSQL keeps returned
+	 * rows in a tuplestore, in memory up to work_mem, then in a file).  Not
+	 * read by the main query, it runs to completion after it.
+	 */
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "WITH idem_deleted AS (DELETE FROM ONLY %s AS %s WHERE (%s\n) RETURNING 1),"
 					 " idem_count AS (SELECT pg_catalog.count(*)::pg_catalog.int8 AS n FROM idem_deleted),"
@@ -80,13 +88,15 @@ where_in_table(ReplaceArgs *a, ReplaceResult *r)
 	sqlb_append_columns(&sql, NULL, a->stage->columns, a->stage->ncolumns);
 	appendStringInfoString(&sql, ") SELECT ");
 	sqlb_append_columns(&sql, "s", a->stage->columns, a->stage->ncolumns);
-	appendStringInfo(&sql, " FROM %s AS s, idem_count RETURNING 1)"
-					 " SELECT (SELECT n FROM idem_count),"
-					 " (SELECT pg_catalog.count(*)::pg_catalog.int8 FROM idem_inserted)",
-					 a->stage->name);
+	appendStringInfo(&sql, " FROM %s AS s, idem_count", a->stage->name);
+	if (a->target->has_triggers_or_rules)
+		appendStringInfoString(&sql, " RETURNING 1) SELECT (SELECT n FROM idem_count),"
+							   " (SELECT pg_catalog.count(*)::pg_catalog.int8 FROM idem_inserted)");
+	else
+		appendStringInfoString(&sql, ") SELECT n FROM idem_count");
 	sqlb_exec(sql.data);
 	r->replaced = sqlb_result_int8(1);
-	r->loaded = sqlb_result_int8(2);
+	r->loaded = a->target->has_triggers_or_rules ? sqlb_result_int8(2) : a->stage->staged->nrows;
 }
 
 /*
