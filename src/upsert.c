@@ -643,7 +643,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 		 * fails), so the absent rows of idem_delta count the inserts, in the
 		 * scan that counts the stored ones.  The INSERT then returns nothing,
 		 * which PostgreSQL would otherwise keep in a tuplestore for the count
-		 * (up to work_mem, the rest in a temporary file: 4 MB of the peak
+		 * (up to work_mem, the rest in a temporary file: 3.4 MB of the peak
 		 * memory of a 5,000,000-row first apply).  Not read by the main
 		 * query, it runs to completion after it (ExecPostprocessPlan), so
 		 * still after idem_stored.  A BEFORE INSERT trigger of the target's
