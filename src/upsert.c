@@ -617,6 +617,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	{
 		ErrorData  *failure;
 		const char *tid = target_alias(target, "idem_tid");
+		const char *inserted;
 
 		initStringInfo(&sql);
 		appendStringInfoString(&sql, "WITH idem_delta AS MATERIALIZED (");
@@ -651,18 +652,19 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 		 */
 		if (target->has_triggers_or_rules)
 			appendStringInfoString(&sql, " RETURNING 1");
+		inserted = target->has_triggers_or_rules ? "i.n" : "d.absent";
 		appendStringInfo(&sql, ")"
-						 " SELECT s.n OPERATOR(pg_catalog.+) %1$s, s.ins OPERATOR(pg_catalog.+) %1$s,"
+						 " SELECT s.n OPERATOR(pg_catalog.+) %s, s.ins OPERATOR(pg_catalog.+) %s,"
 						 " d.stored OPERATOR(pg_catalog.-) s.n"
 						 " FROM (SELECT pg_catalog.count(*)::pg_catalog.int8 AS n,"
 						 " pg_catalog.count(*) FILTER (WHERE idem_etl_inserted)::pg_catalog.int8 AS ins"
 						 " FROM idem_stored) s,"
-						 " (SELECT pg_catalog.count(*) FILTER (WHERE %2$s IS NOT NULL)::pg_catalog.int8 AS stored,"
-						 " pg_catalog.count(*) FILTER (WHERE %2$s IS NULL)::pg_catalog.int8 AS absent"
-						 " FROM idem_delta) d%3$s",
-						 target->has_triggers_or_rules ? "i.n" : "d.absent", tid,
-						 target->has_triggers_or_rules ?
-						 ", (SELECT pg_catalog.count(*)::pg_catalog.int8 AS n FROM idem_new) i" : "");
+						 " (SELECT pg_catalog.count(*) FILTER (WHERE %s IS NOT NULL)::pg_catalog.int8 AS stored,"
+						 " pg_catalog.count(*) FILTER (WHERE %s IS NULL)::pg_catalog.int8 AS absent"
+						 " FROM idem_delta) d",
+						 inserted, inserted, tid, tid);
+		if (target->has_triggers_or_rules)
+			appendStringInfoString(&sql, ", (SELECT pg_catalog.count(*)::pg_catalog.int8 AS n FROM idem_new) i");
 		m.sql = sql.data;
 		failure = sqlb_try(run_merge, &m);
 		if (failure == NULL)
