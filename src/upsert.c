@@ -617,7 +617,8 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	{
 		ErrorData  *failure;
 		const char *tid = target_alias(target, "idem_tid");
-		const char *inserted;
+		const char *inserted = "d.absent";
+		const char *returned = "";
 
 		initStringInfo(&sql);
 		appendStringInfoString(&sql, "WITH idem_delta AS MATERIALIZED (");
@@ -651,8 +652,11 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 		 * own may skip rows: then the rows it returns are counted.
 		 */
 		if (target->has_triggers_or_rules)
+		{
 			appendStringInfoString(&sql, " RETURNING 1");
-		inserted = target->has_triggers_or_rules ? "i.n" : "d.absent";
+			inserted = "i.n";
+			returned = ", (SELECT pg_catalog.count(*)::pg_catalog.int8 AS n FROM idem_new) i";
+		}
 		appendStringInfo(&sql, ")"
 						 " SELECT s.n OPERATOR(pg_catalog.+) %s, s.ins OPERATOR(pg_catalog.+) %s,"
 						 " d.stored OPERATOR(pg_catalog.-) s.n"
@@ -661,10 +665,8 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 						 " FROM idem_stored) s,"
 						 " (SELECT pg_catalog.count(*) FILTER (WHERE %s IS NOT NULL)::pg_catalog.int8 AS stored,"
 						 " pg_catalog.count(*) FILTER (WHERE %s IS NULL)::pg_catalog.int8 AS absent"
-						 " FROM idem_delta) d",
-						 inserted, inserted, tid, tid);
-		if (target->has_triggers_or_rules)
-			appendStringInfoString(&sql, ", (SELECT pg_catalog.count(*)::pg_catalog.int8 AS n FROM idem_new) i");
+						 " FROM idem_delta) d%s",
+						 inserted, inserted, tid, tid, returned);
 		m.sql = sql.data;
 		failure = sqlb_try(run_merge, &m);
 		if (failure == NULL)
