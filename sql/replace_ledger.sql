@@ -60,7 +60,8 @@ SELECT c.step, r.operation, r.target, r.run_key, r.partition_value, r.partition_
 RESET ROLE;
 
 SET ROLE idem_test_rledger_owner;
--- a plain call: one row, its run_id returned
+-- a plain call: one row, its run_id returned; no fingerprint (has_fingerprint
+-- f): without run_key nothing compares it
 SELECT count(*) AS runs_before FROM idem_etl.runs \gset
 SELECT * FROM rledger.call('plain', '2026-11-28',
     $$SELECT '2026-11-28'::date AS d, g AS id, 'new' AS v FROM generate_series(1, 3) g$$);
@@ -116,8 +117,21 @@ SELECT max(run_id) AS last_run FROM idem_etl.runs \gset
 SELECT count(*) FROM etl_replace_partitions('rledger.t',
     $$SELECT * FROM (VALUES ('2026-11-27'::date, 1, 'many'), ('2026-11-28', 1, 'many'),
                             ('2026-11-28', 2, 'many')) s(d, id, v)$$);
-SELECT operation, partition_value, partition_table, rows_loaded, rows_replaced, skipped
+SELECT operation, partition_value, partition_table, rows_loaded, rows_replaced, skipped,
+       fingerprint AS no_fingerprint
   FROM idem_etl.runs WHERE run_id > :last_run ORDER BY partition_table;
+-- with run_key, each partition's own fingerprint: that of a call for it alone
+SELECT max(run_id) AS last_run FROM idem_etl.runs \gset
+SELECT count(*) FROM etl_replace_partitions('rledger.t',
+    $$SELECT * FROM (VALUES ('2026-11-27'::date, 1, 'many'), ('2026-11-28', 1, 'many'),
+                            ('2026-11-28', 2, 'many')) s(d, id, v)$$, run_key => 'many');
+SELECT partition_value, fingerprint ~ '^[0-9a-f]{32}$' AS has_fingerprint
+  FROM idem_etl.runs WHERE run_id > :last_run ORDER BY partition_table;
+SELECT run_id AS one_run FROM etl_replace_partition('rledger.t', '2026-11-27',
+    $$SELECT '2026-11-27'::date AS d, 1 AS id, 'many' AS v$$, run_key => 'one') \gset
+SELECT (SELECT fingerprint FROM idem_etl.runs WHERE run_id = :one_run)
+       = (SELECT fingerprint FROM idem_etl.runs WHERE run_key = 'many' AND partition_value = '2026-11-27')
+       AS same_as_in_many;
 
 -- run_history: newest first, with the outcome
 SELECT operation, target, run_key, outcome, partition_value, partition_table, rows_loaded, rows_replaced,

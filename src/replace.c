@@ -91,7 +91,7 @@ replace_setup(ReplaceArgs *a, FunctionCallInfo fcinfo, int first)
 	a->granularity = PG_ARGISNULL(first + 2) ? NULL : PG_GETARG_INTERVAL_P(first + 2);
 	a->keep = replace_keep_interval(fcinfo, first + 3);
 	a->pk = partmap_key(a->target, idem_text_arg(fcinfo, first + 1));
-	a->stage = stage_plan(a->target, idem_text_arg(fcinfo, first));
+	a->stage = stage_plan(a->target, idem_text_arg(fcinfo, first), a->run_key != NULL);
 	if (!stage_has_column(a->stage, a->pk->column->name))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
@@ -603,7 +603,7 @@ split_by_value(ReplaceArgs *a, StageRun **runs, int *nruns)
 		if (strcmp(NameStr(TupleDescAttr(sorted->desc, i)->attname), a->pk->column->name) == 0)
 			att = i + 1;
 	Assert(att != InvalidAttrNumber);
-	*runs = stage_runs(sorted, att, &cmp, a->pk->column->collation, nruns);
+	*runs = stage_runs(sorted, a->stage->fingerprint, att, &cmp, a->pk->column->collation, nruns);
 	return sorted;
 }
 
@@ -656,7 +656,7 @@ replace_table_values(ReplaceArgs *a, Tuplestorestate *store, TupleDesc desc)
 
 		replace_start_run(&ledger[i], a, value, bound, a->target->qualname);
 		ledger[i].batch_rows = runs[i].nrows;
-		ledger[i].fingerprint = stage_fingerprint(runs[i].sum, runs[i].nrows,
+		ledger[i].fingerprint = stage_fingerprint(a->stage, runs[i].sum, runs[i].nrows,
 												  replace_options(a->stage, bound));
 		results[i].partition = a->target->relid;
 		take[i] = !same_as_prior(a, InvalidOid, value, bound, &ledger[i]);
@@ -806,7 +806,7 @@ replace_partitions(ReplaceArgs *a, Tuplestorestate *store, TupleDesc desc)
 		ReplaceResult r;
 
 		replace_slot(a, slots[s], g,
-					 stage_fingerprint(&sums[2 * s], rows[s],
+					 stage_fingerprint(a->stage, &sums[2 * s], rows[s],
 									   replace_options(a->stage, slots[s]->bound_sql)),
 					 rows[s], &r);
 		put_result(store, desc, &r);

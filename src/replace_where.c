@@ -284,7 +284,7 @@ etl_replace_where(PG_FUNCTION_ARGS)
 	a.keep = replace_keep_interval(fcinfo, 3);
 	if (a.target->relkind == RELKIND_PARTITIONED_TABLE)
 		a.pk = partmap_key(a.target, NULL);
-	a.stage = stage_plan(a.target, idem_text_arg(fcinfo, 2));
+	a.stage = stage_plan(a.target, idem_text_arg(fcinfo, 2), run_key != NULL);
 	if (a.pk && !stage_has_column(a.stage, a.pk->column->name))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),

@@ -38,6 +38,8 @@ typedef struct Stage
 	int64		nrows;			/* as the source produced them */
 	int64		ncollapsed;		/* of them, rows that could not win their
 								 * key, not staged (collapse.c) */
+	bool		fingerprint;	/* hash the rows for the fingerprint (false:
+								 * the fingerprint is '') */
 
 	/* Filled by stage_load: the rows' hashes, summed ... */
 	uint64		sum[2];
@@ -68,16 +70,17 @@ typedef struct StageGroups
 	TupleTableSlot *sortslot;
 } StageGroups;
 
-extern Stage *stage_plan(TargetInfo *target, const char *source);
+extern Stage *stage_plan(TargetInfo *target, const char *source, bool fingerprint);
 extern bool stage_has_column(Stage *stage, const char *name);
 extern void stage_load(Stage *stage, TargetInfo *target, TargetKey *key,
 					   bool collapse, const char *order_by);
 extern void stage_load_into(Stage *stage, TargetInfo *target, Oid into);
 extern char *stage_batch_fingerprint(Stage *stage, const char *options);
-extern char *stage_fingerprint(const uint64 *sum, int64 nrows, const char *options);
+extern char *stage_fingerprint(Stage *stage, const uint64 *sum, int64 nrows,
+							   const char *options);
 extern bool stage_keys_distinct(Stage *stage);
 extern int *stage_key_attnos(TupleDesc desc, TargetKey *key);
-extern StageRun *stage_runs(StagedRel *sorted, AttrNumber att, FmgrInfo *cmp,
+extern StageRun *stage_runs(StagedRel *sorted, bool hash, AttrNumber att, FmgrInfo *cmp,
 							Oid collation, int *nruns);
 extern StageGroups *stage_groups(StagedRel *sorted, StageRun *runs, int nruns,
 								 const int *group_of, int ngroups);

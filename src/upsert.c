@@ -816,7 +816,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 						args.newer_column, target->relname),
 				 errhint("Name the column as it is in the catalog, without quotes.")));
 
-	stage = stage_plan(target, args.source);
+	stage = stage_plan(target, args.source, args.run_key != NULL);
 	for (int i = 0; i < key->ncolumns; i++)
 		require_source_column(target, stage, key->names[i], "key column");
 	if (args.newer_column)
