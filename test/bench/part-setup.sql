@@ -148,6 +148,15 @@ CREATE FUNCTION part_day() RETURNS date LANGUAGE sql IMMUTABLE AS $$ SELECT DATE
 CREATE FUNCTION part_name(d date) RETURNS text LANGUAGE sql IMMUTABLE AS $$
     SELECT 'events_p' || to_char(d, 'YYYYMMDD')
 $$;
+-- A strategy's statements in order, %DAY%, %NEXT% and %PART% filled in
+-- (part_timed runs them; counted-run counts them).
+CREATE FUNCTION part_stmts(p_sid text) RETURNS text[] LANGUAGE sql STABLE AS $$
+    SELECT array_agg(replace(replace(replace(x, '%DAY%', part_day()::text),
+                                     '%NEXT%', (part_day() + 1)::text),
+                             '%PART%', part_name(part_day())) ORDER BY u.i)
+      FROM part_strategy AS ps, unnest(ps.stmts) WITH ORDINALITY AS u(x, i)
+     WHERE ps.sid = p_sid
+$$;
 
 -- n_dead_tup summed over the partitions of events.
 CREATE FUNCTION part_dead_tuples() RETURNS bigint
@@ -186,10 +195,9 @@ $$;
 CREATE PROCEDURE part_timed(p_cfg text, p_sid text, p_rep int)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_stmts text[];
+    v_stmts text[] := part_stmts(p_sid);
     s      text;
     res    text;
-    d      date := part_day();
     t0     timestamptz;
     tm     timestamptz;
     t1     timestamptz;
@@ -198,12 +206,6 @@ DECLARE
     redo0  pg_lsn;
     redo1  pg_lsn;
 BEGIN
-    SELECT array_agg(replace(replace(replace(x, '%DAY%', d::text),
-                                         '%NEXT%', (d + 1)::text),
-                                 '%PART%', part_name(d)) ORDER BY u.i)
-      INTO v_stmts
-      FROM part_strategy AS ps, unnest(ps.stmts) WITH ORDINALITY AS u(x, i)
-     WHERE ps.sid = p_sid;
     redo0 := (pg_control_checkpoint()).redo_lsn;
     COMMIT;                             -- the timed statements get transactions of their own
 
