@@ -5,32 +5,32 @@ EXTENSION  = idem_etl
 MODULE_big = idem_etl
 OBJS = \
 	src/idem_etl.o \
-	src/sql_build.o \
-	src/relinfo.o \
-	src/stage.o \
-	src/keycheck.o \
-	src/bulkload.o \
-	src/collapse.o \
-	src/ordering.o \
-	src/dedup.o \
-	src/compare.o \
-	src/ledger.o \
-	src/partmap.o \
-	src/newpart.o \
-	src/swap.o \
-	src/kept.o \
-	src/replace.o \
-	src/replace_where.o \
-	src/upsert.o \
-	src/audit.o \
-	src/progress.o \
-	src/jobs.o \
-	src/worker_common.o \
-	src/worker_shmem.o \
-	src/worker_launcher.o \
-	src/worker_dispatcher.o \
-	src/worker_status.o \
-	src/worker_job.o
+	src/util/sql_build.o \
+	src/util/target.o \
+	src/stage/stage.o \
+	src/stage/keycheck.o \
+	src/stage/bulkload.o \
+	src/stage/collapse.o \
+	src/stage/ordering.o \
+	src/stage/compare.o \
+	src/upsert/dedup.o \
+	src/upsert/upsert.o \
+	src/state/ledger.o \
+	src/state/audit.o \
+	src/state/progress.o \
+	src/replace/partmap.o \
+	src/replace/newpart.o \
+	src/replace/swap.o \
+	src/replace/kept.o \
+	src/replace/replace.o \
+	src/replace/replace_where.o \
+	src/worker/jobs.o \
+	src/worker/worker_common.o \
+	src/worker/worker_shmem.o \
+	src/worker/worker_launcher.o \
+	src/worker/worker_dispatcher.o \
+	src/worker/worker_status.o \
+	src/worker/worker_job.o
 
 DATA = $(wildcard idem_etl--*.sql)
 
@@ -38,8 +38,8 @@ PG_CPPFLAGS = -I$(srcdir)/src
 PG_CFLAGS = -Werror
 
 REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
-ISOLATION = $(patsubst test/specs/%.spec,%,$(sort $(wildcard test/specs/*.spec)))
-ISOLATION_OPTS = --inputdir=test
+ISOLATION = $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isolation/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=test/isolation
 TAP_TESTS = 1
 PROVE_TESTS = $(sort $(wildcard test/t/*.pl))
 EXTRA_CLEAN = output_iso tmp_check results regression.diffs regression.out
@@ -50,7 +50,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 # PGXS tracks no header dependencies: rebuild everything when a header changes.
-$(OBJS): $(wildcard src/*.h)
+$(OBJS): $(wildcard src/*.h src/*/*.h)
 else
 # Without postgresql-server-dev-15 only the self-installing targets work.
 all install installcheck:

@@ -15,11 +15,11 @@
 #include "utils/guc.h"
 #include "utils/tuplestore.h"
 
-#include "audit.h"
+#include "state/audit.h"
 #include "idem_etl.h"
-#include "ledger.h"
-#include "progress.h"
-#include "worker.h"
+#include "state/ledger.h"
+#include "state/progress.h"
+#include "worker/worker.h"
 
 PG_MODULE_MAGIC;
 

@@ -1,0 +1,254 @@
+/*
+ * audit.c
+ *		Write-audit-publish: a load that would publish obviously wrong data
+ *		fails before anything is visible.
+ *
+ * expect is a boolean expression over aggregates of the staged batch,
+ * written as in a HAVING clause ("count(*) >= 1000 AND count(*) FILTER
+ * (WHERE amount < 0) = 0"); it is evaluated over the staged rows, before
+ * any write; false or NULL raises IE001 showing the expression and the
+ * value of each of its top-level function calls.  min_replaced_ratio
+ * refuses to replace a partition, or a value's rows, with fewer than that
+ * fraction of the rows it holds (IE002), the classic empty extract.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/parsenodes.h"
+#include "parser/scanner.h"
+#include "parser/gram.h"			/* the scanner's token codes; after scanner.h */
+#include "utils/builtins.h"
+
+#include "state/audit.h"
+#include "idem_etl.h"
+#include "util/sql_build.h"
+
+double		idem_min_replaced_ratio = 0;
+
+void
+audit_check_syntax(const char *expect)
+{
+	if (expect)
+		sqlb_check_expression(expect, "expect");
+}
+
+typedef struct CallSpans
+{
+	List	   *starts;			/* locations of FuncCall nodes */
+} CallSpans;
+
+static bool
+collect_calls(Node *node, void *context)
+{
+	CallSpans  *spans = (CallSpans *) context;
+
+	if (node == NULL)
+		return false;
+	/* a subquery's calls are over its own rows: not shown, not walked into */
+	if (IsA(node, SubLink))
+		return collect_calls(((SubLink *) node)->testexpr, context);
+
+	/*
+	 * Calls written as calls: the grammar makes calls of some SQL syntax
+	 * too (AT TIME ZONE, IS NORMALIZED, OVERLAPS), located at a keyword.
+	 */
+	if (IsA(node, FuncCall) && ((FuncCall *) node)->location >= 0
+#if PG_VERSION_NUM >= 140000
+		&& ((FuncCall *) node)->funcformat == COERCE_EXPLICIT_CALL
+#endif
+		)
+		spans->starts = lappend_int(spans->starts, ((FuncCall *) node)->location);
+	return raw_expression_tree_walker(node, collect_calls, context);
+}
+
+/*
+ * The end (exclusive) of the function call that starts at start: a name,
+ * maybe qualified, its parenthesized arguments, and WITHIN GROUP (...) and
+ * FILTER (...) after them if there; read with PostgreSQL's own scanner,
+ * so that quotes of every kind and comments are skipped as the parser
+ * skips them.  NULL when no such call starts there.
+ */
+static const char *
+call_end(const char *start)
+{
+	core_yy_extra_type extra;
+	core_yyscan_t scanner = scanner_init(start, &extra, &ScanKeywords, ScanKeywordTokens);
+	core_YYSTYPE lval;
+	int			loc;
+	int			tok;
+	int			depth = 0;
+	bool		named = false;
+	bool		in_args = false;
+	int			expect_next = 0;	/* GROUP_P after WITHIN, '(' after it or FILTER */
+	const char *end = NULL;
+
+	while ((tok = core_yylex(&lval, &loc, scanner)) != 0)
+	{
+		if (depth > 0)
+		{
+			if (tok == '(')
+				depth++;
+			else if (tok == ')' && --depth == 0)
+				end = start + loc + 1;
+			continue;
+		}
+		if (!in_args)
+		{
+			/* the name: identifiers or keywords, with dots between */
+			if (tok == '(' && named)
+			{
+				in_args = true;
+				depth = 1;
+			}
+			else if (tok == '.' && named)
+				named = false;
+			else if (!named && (tok == IDENT || isalpha((unsigned char) start[loc])) &&
+					 tok != SCONST && tok != USCONST && tok != BCONST && tok != XCONST)
+				named = true;
+			else
+				break;
+			continue;
+		}
+		/* after the arguments, or a clause: WITHIN GROUP (...), FILTER (...) */
+		if (expect_next != 0)
+		{
+			if (tok != expect_next)
+				break;
+			if (tok == '(')
+				depth = 1;
+			expect_next = tok == GROUP_P ? '(' : 0;
+		}
+		else if (tok == WITHIN)
+			expect_next = GROUP_P;
+		else if (tok == FILTER)
+			expect_next = '(';
+		else
+			break;
+	}
+	scanner_finish(scanner);
+	return end;
+}
+
+static int
+cmp_int(const ListCell *a, const ListCell *b)
+{
+	return lfirst_int(a) - lfirst_int(b);
+}
+
+/*
+ * The text of each top-level function call of expect (an aggregate and its
+ * FILTER, typically): what the failure message shows the value of.
+ */
+static List *
+top_level_calls(const char *expect)
+{
+	const char *prefix = "SELECT 1 WHERE ";
+	List	   *stmts = sqlb_parse(psprintf("%s%s\n", prefix, expect));
+	SelectStmt *s = (SelectStmt *) linitial_node(RawStmt, stmts)->stmt;
+	CallSpans	spans = {NIL};
+	List	   *calls = NIL;
+	ListCell   *lc;
+	const char *done = expect;
+
+	(void) collect_calls(s->whereClause, &spans);
+	list_sort(spans.starts, cmp_int);
+	foreach(lc, spans.starts)
+	{
+		const char *start = expect + (lfirst_int(lc) - strlen(prefix));
+		const char *end;
+
+		if (start < done)
+			continue;			/* inside the previous call */
+		end = call_end(start);
+		if (end == NULL)
+			continue;
+		calls = lappend(calls, pnstrdup(start, end - start));
+		done = end;
+	}
+	return calls;
+}
+
+/*
+ * Evaluate expect over relation (the staged batch, or the table it was
+ * loaded into); raise IE001 unless it is true.
+ */
+void
+audit_expect(const char *expect, const char *relation, const char *target)
+{
+	List	   *calls;
+	StringInfoData sql;
+	StringInfoData values;
+	ListCell   *lc;
+	bool		isnull;
+	Datum		ok;
+
+	if (expect == NULL)
+		return;
+	calls = top_level_calls(expect);
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT (%s\n)::pg_catalog.bool", expect);
+	foreach(lc, calls)
+		appendStringInfo(&sql, ", (%s\n)::pg_catalog.text", (char *) lfirst(lc));
+	/* HAVING makes it one group, empty batch included, and refuses bare columns */
+	appendStringInfo(&sql, " FROM %s AS batch HAVING true", relation);
+	sqlb_exec(sql.data);
+	ok = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull && DatumGetBool(ok))
+		return;
+
+	initStringInfo(&values);
+	foreach(lc, calls)
+	{
+		char	   *v = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									 foreach_current_index(lc) + 2);
+
+		appendStringInfo(&values, "%s%s = %s", foreach_current_index(lc) ? ", " : "",
+						 (char *) lfirst(lc), v ? v : "NULL");
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_IDEM_EXPECTATION_FAILED),
+			 errmsg("the batch for \"%s\" does not meet its expectation", target),
+			 values.len > 0 ?
+			 errdetail("The expectation %s is %s with %s.", expect,
+					   isnull ? "NULL" : "false", values.data) :
+			 errdetail("The expectation %s is %s.", expect, isnull ? "NULL" : "false"),
+			 errhint("Nothing was written. Fix the extract, or the expectation if the data are right.")));
+}
+
+/* The ratio argument, else idem_etl.min_replaced_ratio; 22023 outside 0..1. */
+double
+audit_ratio(FunctionCallInfo fcinfo, int ratio_arg)
+{
+	double		ratio = idem_arg_isnull(fcinfo, ratio_arg) ? idem_min_replaced_ratio :
+		PG_GETARG_FLOAT8(ratio_arg);
+
+	if (!(ratio >= 0 && ratio <= 1))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("min_replaced_ratio must be between 0 and 1"),
+				 errdetail("It is %g.", ratio)));
+	return ratio;
+}
+
+/*
+ * Refuse to replace what holds held rows with loaded rows, fewer than
+ * ratio of them, unless allow_shrink: IE002.
+ */
+void
+audit_shrink(double ratio, bool allow_shrink, int64 loaded, int64 held,
+			 const char *target, const char *what)
+{
+	if (allow_shrink || ratio <= 0 || (double) loaded >= ratio * (double) held)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_IDEM_WOULD_SHRINK),
+			 errmsg("replacing %s of \"%s\" would shrink it from %lld to %lld rows",
+					what, target, (long long) held, (long long) loaded),
+			 errdetail("min_replaced_ratio is %g: at least %.0f rows are expected.",
+					   ratio, ceil(ratio * (double) held)),
+			 errhint("Nothing was written. Check the extract; pass allow_shrink => true if the smaller data are right.")));
+}
