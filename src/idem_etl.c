@@ -4,6 +4,10 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
+#include "compat.h"
+
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -35,9 +39,7 @@ int			idem_job_retention = 7 * 24 * 3600;
 int			idem_run_retention = 90 * 24 * 3600;
 bool		idem_preloaded = false;
 
-#if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
-#endif
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
@@ -47,9 +49,7 @@ static ProcessUtility_hook_type prev_ProcessUtility = NULL;
  */
 static void
 idem_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
-#if PG_VERSION_NUM >= 140000
 					bool readOnlyTree,
-#endif
 					ProcessUtilityContext context, ParamListInfo params,
 					QueryEnvironment *queryEnv, DestReceiver *dest,
 					QueryCompletion *qc)
@@ -57,28 +57,19 @@ idem_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	if (IsA(pstmt->utilityStmt, DropdbStmt))
 		worker_stop_for_dropdb((DropdbStmt *) pstmt->utilityStmt,
 							   context == PROCESS_UTILITY_TOPLEVEL);
-#if PG_VERSION_NUM >= 140000
 	if (prev_ProcessUtility)
 		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
 							queryEnv, dest, qc);
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
 								queryEnv, dest, qc);
-#else
-	if (prev_ProcessUtility)
-		prev_ProcessUtility(pstmt, queryString, context, params, queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, context, params, queryEnv, dest, qc);
-#endif
 }
 
 static void
 idem_shmem_request(void)
 {
-#if PG_VERSION_NUM >= 150000
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-#endif
 	RequestAddinShmemSpace(worker_shmem_size());
 	RequestAddinShmemSpace(progress_shmem_size());
 	worker_shmem_request();
@@ -159,22 +150,14 @@ _PG_init(void)
 							&idem_run_retention, 90 * 24 * 3600, 0, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 
-#if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("idem_etl");
-#else
-	EmitWarningsOnPlaceholders("idem_etl");
-#endif
 
 	/* The workers need the library loaded at server start. */
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 	idem_preloaded = true;
-#if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = idem_shmem_request;
-#else
-	idem_shmem_request();
-#endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = idem_shmem_startup;
 	prev_ProcessUtility = ProcessUtility_hook;
@@ -252,6 +235,7 @@ idem_srf_store(FunctionCallInfo fcinfo, TupleDesc *desc)
 		case TYPEFUNC_SCALAR:
 			tupdesc = CreateTemplateTupleDesc(1);
 			TupleDescInitEntry(tupdesc, (AttrNumber) 1, "result", rettype, -1, 0);
+			TupleDescFinalize(tupdesc);
 			break;
 		default:
 			elog(ERROR, "return type must be a row type or a scalar");

@@ -10,6 +10,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "access/relation.h"
 #include "access/xact.h"
 #include "catalog/dependency.h"
@@ -388,11 +390,7 @@ kept_cleanup(void)
 			forget_kept(kept_id);
 			continue;
 		}
-#if PG_VERSION_NUM >= 160000
 		if (!object_ownercheck(RelationRelationId, kept_oid, GetUserId()))
-#else
-		if (!pg_class_ownercheck(kept_oid, GetUserId()))
-#endif
 			continue;
 		failure = sqlb_try(drop_kept, &drop);
 		if (failure != NULL && failure->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)

@@ -6,6 +6,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/stratnum.h"
@@ -369,7 +371,7 @@ anything_to_carry(Oid old, Oid newrel)
 
 		if (att->attisdropped)
 			continue;
-		carry = att->attstattarget >= 0;
+		carry = compat_has_stattarget(rel, att);
 	}
 	table_close(rel, NoLock);
 

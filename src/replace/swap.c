@@ -17,6 +17,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "access/genam.h"
 #include "access/table.h"
 #include "access/xact.h"
@@ -168,11 +170,7 @@ swap_serialize(Oid relid)
 
 	if (relname == NULL || get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
 		return;
-#if PG_VERSION_NUM >= 160000
 	if (!object_ownercheck(RelationRelationId, relid, GetUserId()))
-#else
-	if (!pg_class_ownercheck(relid, GetUserId()))
-#endif
 		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, relname);
 	LockRelationOid(relid, ShareUpdateExclusiveLock);
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))

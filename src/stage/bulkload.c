@@ -20,6 +20,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "access/heapam.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -87,12 +89,23 @@ column_default(Relation rel, Form_pg_attribute att, Relation parent)
 		if (parent_att != InvalidAttrNumber)
 			def = build_column_default(parent, parent_att);
 	}
-	if (def == NULL && getBaseType(att->atttypid) != att->atttypid)
-		def = coerce_to_domain((Node *) makeConst(att->atttypid, -1, att->attcollation,
-												  att->attlen, (Datum) 0, true,
-												  att->attbyval),
-							   InvalidOid, -1, att->atttypid, COERCION_IMPLICIT,
-							   COERCE_IMPLICIT_CAST, -1, false);
+	if (def == NULL)
+	{
+		/*
+		 * A domain's constraints apply to the NULL a column without a default
+		 * gets.  The base type is passed, not InvalidOid: 18 no longer looks
+		 * it up in coerce_to_domain (and asserts it is valid).
+		 */
+		int32		basetypmod = att->atttypmod;
+		Oid			basetype = getBaseTypeAndTypmod(att->atttypid, &basetypmod);
+
+		if (basetype != att->atttypid)
+			def = coerce_to_domain((Node *) makeConst(basetype, basetypmod, att->attcollation,
+													  att->attlen, (Datum) 0, true,
+													  att->attbyval),
+								   basetype, basetypmod, att->atttypid, COERCION_IMPLICIT,
+								   COERCE_IMPLICIT_CAST, -1, false);
+	}
 	return def ? expression_planner((Expr *) def) : NULL;
 }
 
@@ -161,21 +174,7 @@ bulkload_begin(Oid into, Oid defaults_from, TupleDesc rowdesc)
 	rte->relid = into;
 	rte->relkind = rel->rd_rel->relkind;
 	rte->rellockmode = RowExclusiveLock;
-#if PG_VERSION_NUM >= 160000
-	{
-		RTEPermissionInfo *perm = makeNode(RTEPermissionInfo);
-
-		perm->relid = into;
-		perm->requiredPerms = ACL_INSERT;
-		perm->insertedCols = given;
-		rte->perminfoindex = 1;
-		ExecInitRangeTable(bl->estate, list_make1(rte), list_make1(perm));
-	}
-#else
-	rte->requiredPerms = ACL_INSERT;
-	rte->insertedCols = given;
-	ExecInitRangeTable(bl->estate, list_make1(rte));
-#endif
+	compat_init_insert_range_table(bl->estate, rte, given);
 	bl->rri = makeNode(ResultRelInfo);
 	ExecInitResultRelation(bl->estate, bl->rri, 1);
 
@@ -191,7 +190,7 @@ bulkload_begin(Oid into, Oid defaults_from, TupleDesc rowdesc)
 	bl->slots = palloc0(sizeof(TupleTableSlot *) * bl->max_rows);
 	bl->cid = GetCurrentCommandId(true);
 	if (rel->rd_createSubid != InvalidSubTransactionId ||
-		rel->rd_firstRelfilenodeSubid != InvalidSubTransactionId)
+		compat_first_relfile_subid(rel) != InvalidSubTransactionId)
 		bl->ti_options |= TABLE_INSERT_SKIP_FSM;
 	bl->bistate = GetBulkInsertState();
 	return bl;

@@ -52,29 +52,12 @@ struct KeyCheck
  * its own arrays of integers): a call of qsort's comparison function per
  * step took most of the check's time.
  */
-#if PG_VERSION_NUM >= 140000
 #define ST_SORT sort_hashes
 #define ST_ELEMENT_TYPE uint64
 #define ST_COMPARE(a, b) ((*(a) > *(b)) - (*(a) < *(b)))
 #define ST_SCOPE static
 #define ST_DEFINE
 #include "lib/sort_template.h"
-#else
-static int
-cmp_uint64(const void *a, const void *b)
-{
-	uint64		x = *(const uint64 *) a;
-	uint64		y = *(const uint64 *) b;
-
-	return (x > y) - (x < y);
-}
-
-static void
-sort_hashes(uint64 *hashes, size_t n)
-{
-	qsort(hashes, n, sizeof(uint64), cmp_uint64);
-}
-#endif
 
 /* Sorts hashes; true when no two are equal. */
 static bool

@@ -10,6 +10,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "access/detoast.h"
 #include "access/relation.h"
 #include "access/tableam.h"
@@ -185,6 +187,7 @@ stage_query_filtered(const char *sql, const char *purpose, int natts,
 	desc = CreateTemplateTupleDesc(natts);
 	for (int i = 0; i < natts; i++)
 		TupleDescCopyEntry(desc, i + 1, ps->resultDesc, i + 1);
+	TupleDescFinalize(desc);
 	memset(&f, 0, sizeof(f));
 	f.pub.receiveSlot = filter_receive;
 	f.pub.rStartup = filter_startup;
@@ -691,6 +694,7 @@ run_source(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
 		TupleDescInitEntry(desc, i + 1, col->name, col->typid, col->typmod, 0);
 		TupleDescInitEntryCollation(desc, i + 1, col->collation);
 	}
+	TupleDescFinalize(desc);
 
 	memset(&r, 0, sizeof(r));
 	r.pub.receiveSlot = stage_receive;
@@ -950,6 +954,7 @@ stage_groups(StagedRel *sorted, StageRun *runs, int nruns, const int *group_of,
 		for (int a = 0; a < desc->natts; a++)
 			TupleDescCopyEntry(sortdesc, a + 1, desc, a + 1);
 		TupleDescInitEntry(sortdesc, sortcol, "idem_etl_group", INT4OID, -1, 0);
+		TupleDescFinalize(sortdesc);
 		out = MakeSingleTupleTableSlot(sortdesc, &TTSOpsVirtual);
 		g->sort = tuplesort_begin_heap(sortdesc, 1, &sortcol, &sortop, &coll, &nullsfirst,
 									   work_mem, NULL, TUPLESORT_NONE);

@@ -20,7 +20,6 @@
 #include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
 #include "parser/scanner.h"
-#include "parser/gram.h"			/* the scanner's token codes; after scanner.h */
 #include "utils/builtins.h"
 
 #include "state/audit.h"
@@ -57,10 +56,7 @@ collect_calls(Node *node, void *context)
 	 * too (AT TIME ZONE, IS NORMALIZED, OVERLAPS), located at a keyword.
 	 */
 	if (IsA(node, FuncCall) && ((FuncCall *) node)->location >= 0
-#if PG_VERSION_NUM >= 140000
-		&& ((FuncCall *) node)->funcformat == COERCE_EXPLICIT_CALL
-#endif
-		)
+		&& ((FuncCall *) node)->funcformat == COERCE_EXPLICIT_CALL)
 		spans->starts = lappend_int(spans->starts, ((FuncCall *) node)->location);
 	return raw_expression_tree_walker(node, collect_calls, context);
 }
@@ -72,18 +68,48 @@ collect_calls(Node *node, void *context)
  * so that quotes of every kind and comments are skipped as the parser
  * skips them.  NULL when no such call starts there.
  */
+/*
+ * The token code of a keyword.  The codes are generated into parser/gram.h,
+ * which is not installed from 16 on and differs between majors, so they are
+ * looked up in the scanner's own table.
+ */
+static int
+keyword_token(const char *keyword)
+{
+	int			kwnum = ScanKeywordLookup(keyword, &ScanKeywords);
+
+	Assert(kwnum >= 0);
+	return ScanKeywordTokens[kwnum];
+}
+
+/*
+ * Whether a token that starts with a letter is a string constant (E'..',
+ * B'..', X'..', N'..', U&'..') rather than a name: decided by its text,
+ * since the scanner's token codes for them are not installed either.
+ */
+static bool
+is_prefixed_string(const char *tok)
+{
+	if (strchr("eEbBxXnN", tok[0]) && tok[1] == '\'')
+		return true;
+	return (tok[0] == 'u' || tok[0] == 'U') && tok[1] == '&' && tok[2] == '\'';
+}
+
 static const char *
 call_end(const char *start)
 {
 	core_yy_extra_type extra;
 	core_yyscan_t scanner = scanner_init(start, &extra, &ScanKeywords, ScanKeywordTokens);
+	int			group_tok = keyword_token("group");
+	int			within_tok = keyword_token("within");
+	int			filter_tok = keyword_token("filter");
 	core_YYSTYPE lval;
 	int			loc;
 	int			tok;
 	int			depth = 0;
 	bool		named = false;
 	bool		in_args = false;
-	int			expect_next = 0;	/* GROUP_P after WITHIN, '(' after it or FILTER */
+	int			expect_next = 0;	/* GROUP after WITHIN, '(' after it or FILTER */
 	const char *end = NULL;
 
 	while ((tok = core_yylex(&lval, &loc, scanner)) != 0)
@@ -106,8 +132,10 @@ call_end(const char *start)
 			}
 			else if (tok == '.' && named)
 				named = false;
-			else if (!named && (tok == IDENT || isalpha((unsigned char) start[loc])) &&
-					 tok != SCONST && tok != USCONST && tok != BCONST && tok != XCONST)
+			else if (!named && (start[loc] == '"' || start[loc] == '_' ||
+								isalpha((unsigned char) start[loc]) ||
+								IS_HIGHBIT_SET(start[loc])) &&
+					 !is_prefixed_string(start + loc))
 				named = true;
 			else
 				break;
@@ -120,11 +148,11 @@ call_end(const char *start)
 				break;
 			if (tok == '(')
 				depth = 1;
-			expect_next = tok == GROUP_P ? '(' : 0;
+			expect_next = tok == group_tok ? '(' : 0;
 		}
-		else if (tok == WITHIN)
-			expect_next = GROUP_P;
-		else if (tok == FILTER)
+		else if (tok == within_tok)
+			expect_next = group_tok;
+		else if (tok == filter_tok)
 			expect_next = '(';
 		else
 			break;

@@ -13,6 +13,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
 #include "commands/dbcommands.h"
@@ -21,7 +23,6 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
-#include "storage/backendid.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
@@ -102,8 +103,10 @@ progress_shmem_init(void)
 static ProgressEntry *
 my_entry(void)
 {
-	if (entries && MyBackendId != InvalidBackendId && MyBackendId <= MaxBackends)
-		return &entries[MyBackendId - 1];
+	int			slot = compat_my_proc_index();
+
+	if (entries && slot >= 0 && slot < MaxBackends)
+		return &entries[slot];
 	return &local_entry;
 }
 

@@ -54,11 +54,7 @@ sqlb_parse(const char *sql)
 	errcallback.arg = (void *) sql;
 	errcallback.previous = error_context_stack;
 	error_context_stack = &errcallback;
-#if PG_VERSION_NUM >= 140000
 	stmts = raw_parser(sql, RAW_PARSE_DEFAULT);
-#else
-	stmts = raw_parser(sql);
-#endif
 	error_context_stack = errcallback.previous;
 	return stmts;
 }
@@ -164,12 +160,7 @@ sqlb_check_sort_list(const char *fragment, const char *argname)
 
 		i++;
 		if (IsA(item, A_Const) &&
-#if PG_VERSION_NUM >= 150000
-			!((A_Const *) item)->isnull && IsA(&((A_Const *) item)->val, Integer)
-#else
-			((A_Const *) item)->val.type == T_Integer
-#endif
-			)
+			!((A_Const *) item)->isnull && IsA(&((A_Const *) item)->val, Integer))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
 					 errmsg("item %d of %s is a column position", i, argname),
@@ -259,7 +250,11 @@ static KeptStatement plan_cache[PLAN_CACHE_SIZE];
 static int	plan_cache_used = 0;
 static int	plan_cache_running = 0; /* kept plans executing, nested */
 
-static SPIPlanPtr
+/*
+ * pg_noinline: inlined into sqlb_exec_cached, its locals would live across
+ * that function's PG_TRY (setjmp), which -Wclobbered rightly distrusts.
+ */
+static pg_noinline SPIPlanPtr
 cached_plan(const char *sql, bool *kept)
 {
 	size_t		len = strlen(sql);

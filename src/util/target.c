@@ -5,6 +5,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/pg_attribute.h"
@@ -41,7 +43,7 @@ require_some_privilege(Oid relid, const char *relname, AclMode mode)
 	Oid			userid = GetUserId();
 	AclMode		modes[] = {ACL_SELECT, ACL_INSERT, ACL_UPDATE, ACL_DELETE};
 
-	for (int i = 0; i < lengthof(modes); i++)
+	for (size_t i = 0; i < lengthof(modes); i++)
 	{
 		if ((mode & modes[i]) == 0 ||
 			pg_class_aclcheck(relid, userid, modes[i]) == ACLCHECK_OK)
@@ -340,9 +342,7 @@ find_unique_index(Relation rel, TargetKey *key, AttrNumber *attnums)
 			for (int j = 0; j < key->ncolumns; j++)
 				key->eqops[j] = sqlb_operator(lookup_type_cache(TupleDescAttr(RelationGetDescr(rel), attnums[j] - 1)->atttypid,
 																TYPECACHE_EQ_OPR)->eq_opr);
-#if PG_VERSION_NUM >= 150000
 			key->nulls_not_distinct = idx->indnullsnotdistinct;
-#endif
 			found = true;
 		}
 		ReleaseSysCache(tup);
@@ -365,7 +365,7 @@ target_key(TargetInfo *target, ArrayType *key_columns)
 
 	if (key_columns == NULL)
 	{
-		Oid			pk = RelationGetPrimaryKeyIndex(rel);
+		Oid			pk = compat_primary_key_index(rel);
 		HeapTuple	tup;
 		Form_pg_index idx;
 

@@ -8,6 +8,7 @@
 
 #include "access/attnum.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 
 typedef struct TargetColumn
 {

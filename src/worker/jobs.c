@@ -486,7 +486,7 @@ jobs_lock_state(void)
 
 	if (!OidIsValid(nsp))
 		return false;
-	for (int i = 0; i < lengthof(tables); i++)
+	for (size_t i = 0; i < lengthof(tables); i++)
 	{
 		Oid			relid = get_relname_relid(tables[i], nsp);
 

@@ -5,6 +5,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "catalog/pg_authid.h"
@@ -101,7 +103,7 @@ others_connected(Oid dboid, List *procs)
 
 	for (int i = 1; i <= n; i++)
 	{
-		LocalPgBackendStatus *local = pgstat_fetch_stat_local_beentry(i);
+		LocalPgBackendStatus *local = pgstat_get_local_beentry_by_index(i);
 		PgBackendStatus *be = local ? &local->backendStatus : NULL;
 		bool		ours = false;
 		ListCell   *lc;
@@ -151,11 +153,7 @@ worker_stop_for_dropdb(DropdbStmt *stmt, bool isTopLevel)
 	dboid = get_database_oid(stmt->dbname, true);
 	if (!OidIsValid(dboid) || dboid == MyDatabaseId)
 		return;
-#if PG_VERSION_NUM >= 160000
 	if (!object_ownercheck(DatabaseRelationId, dboid, GetUserId()))
-#else
-	if (!pg_database_ownercheck(dboid, GetUserId()))
-#endif
 		return;
 	foreach(lc, stmt->options)
 		if (strcmp(lfirst_node(DefElem, lc)->defname, "force") == 0)
@@ -211,6 +209,6 @@ worker_pin_session(void)
 	SetConfigOption("role", "none", PGC_SUSET, PGC_S_OVERRIDE);
 	CommitTransactionCommand();
 
-	for (int i = 0; i < lengthof(pinned); i++)
+	for (size_t i = 0; i < lengthof(pinned); i++)
 		SetConfigOption(pinned[i][0], pinned[i][1], PGC_SUSET, PGC_S_OVERRIDE);
 }

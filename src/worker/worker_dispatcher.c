@@ -17,6 +17,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
@@ -54,11 +56,9 @@ role_problem(Oid roleoid)
 	if (!HeapTupleIsValid(tup))
 		return psprintf("42704: role with OID %u, which submitted the job, does not exist any more",
 						roleoid);
-#if PG_VERSION_NUM < 160000
-	if (!((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin)
+	if (COMPAT_BGW_NEEDS_LOGIN && !((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin)
 		problem = psprintf("28000: role \"%s\" is not permitted to log in, and jobs run as the role that submitted them",
 						   NameStr(((Form_pg_authid) GETSTRUCT(tup))->rolname));
-#endif
 	ReleaseSysCache(tup);
 	return problem;
 }
@@ -87,7 +87,7 @@ janitor(void)
 {
 	void		(*steps[]) (void *) = {janitor_kept, janitor_purge, janitor_ledger};
 
-	for (int i = 0; i < lengthof(steps); i++)
+	for (size_t i = 0; i < lengthof(steps); i++)
 	{
 		ErrorData  *failure = sqlb_try(steps[i], NULL);
 

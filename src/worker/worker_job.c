@@ -7,6 +7,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "access/xact.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -35,12 +37,8 @@ idem_job_main(Datum arg)
 	BackgroundWorkerUnblockSignals();
 	worker_register_proc(job.dboid, job.roleoid);
 	worker_job_running(job.slot, job.job_id);
-#if PG_VERSION_NUM >= 160000
 	BackgroundWorkerInitializeConnectionByOid(job.dboid, job.roleoid,
 											  BGWORKER_BYPASS_ROLELOGINCHECK);
-#else
-	BackgroundWorkerInitializeConnectionByOid(job.dboid, job.roleoid, 0);
-#endif
 	workcxt = AllocSetContextCreate(TopMemoryContext, "idem_etl job", ALLOCSET_DEFAULT_SIZES);
 
 	/* record our pid, committed, so that etl_cancel can reach us */

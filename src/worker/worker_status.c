@@ -5,6 +5,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "funcapi.h"

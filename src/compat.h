@@ -1,0 +1,186 @@
+/*
+ * compat.h
+ *		Every difference between the PostgreSQL majors idem_etl supports,
+ *		in one place: the rest of src/ is written against the newest API,
+ *		and each shim below names the upstream change that made it needed.
+ *		No other file tests PG_VERSION_NUM.
+ *
+ * Supported: 15, 17, 18 and 19 (tested); 16 compiles by these shims, read
+ * from the upstream commits, but no build of it can be had here to test.
+ */
+#ifndef IDEM_COMPAT_H
+#define IDEM_COMPAT_H
+
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/tupdesc.h"
+#include "catalog/pg_attribute.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_database.h"
+#include "executor/executor.h"
+#include "nodes/bitmapset.h"
+#include "nodes/execnodes.h"
+#include "nodes/parsenodes.h"
+#include "utils/acl.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+#include "utils/syscache.h"
+
+#if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 200000
+#error "idem_etl supports PostgreSQL 15 to 19"
+#endif
+
+/*
+ * get_database_name moved from commands/dbcommands.h to utils/lsyscache.h
+ * (19).
+ */
+#if PG_VERSION_NUM >= 190000
+#include "utils/lsyscache.h"
+#else
+#include "commands/dbcommands.h"
+#endif
+
+/*
+ * BackendId became ProcNumber, 0-based, in 17 (upstream: "Redefine backend
+ * ID to be an index into the proc array"); storage/backendid.h is gone.
+ * compat_my_proc_index() is this backend's 0-based slot among the
+ * MaxBackends regular backends, or -1.
+ */
+#if PG_VERSION_NUM >= 170000
+#include "storage/procnumber.h"
+#define compat_my_proc_index() \
+	(MyProcNumber == INVALID_PROC_NUMBER ? -1 : (int) MyProcNumber)
+#else
+#include "storage/backendid.h"
+#define compat_my_proc_index() \
+	(MyBackendId == InvalidBackendId ? -1 : (int) MyBackendId - 1)
+#endif
+
+/*
+ * pgstat_fetch_stat_local_beentry(i) was renamed
+ * pgstat_get_local_beentry_by_index(i) in 16 (its index stayed 1-based).
+ */
+#if PG_VERSION_NUM < 160000
+#define pgstat_get_local_beentry_by_index(i) pgstat_fetch_stat_local_beentry(i)
+#endif
+
+/*
+ * Relation's rd_firstRelfilenodeSubid is rd_firstRelfilelocatorSubid from
+ * 16 (upstream: "Change internal RelFileNode references to RelFileNumber
+ * or RelFileLocator").
+ */
+#if PG_VERSION_NUM >= 160000
+#define compat_first_relfile_subid(rel) ((rel)->rd_firstRelfilelocatorSubid)
+#else
+#define compat_first_relfile_subid(rel) ((rel)->rd_firstRelfilenodeSubid)
+#endif
+
+/*
+ * Ownership checks: pg_class_ownercheck and pg_database_ownercheck became
+ * object_ownercheck(classid, objectid, roleid) in 16 (upstream: "Refactor
+ * ownercheck functions").
+ */
+#if PG_VERSION_NUM < 160000
+static inline bool
+object_ownercheck(Oid classid, Oid objectid, Oid roleid)
+{
+	if (classid == DatabaseRelationId)
+		return pg_database_ownercheck(objectid, roleid);
+	Assert(classid == RelationRelationId);
+	return pg_class_ownercheck(objectid, roleid);
+}
+#endif
+
+/*
+ * A background worker may connect as a role without LOGIN only from 17,
+ * with BGWORKER_BYPASS_ROLELOGINCHECK (upstream: "Add flag to bypass role
+ * login check in bgworkers", first released in 17); before, the connection fails, so the
+ * dispatcher checks rolcanlogin itself (COMPAT_BGW_NEEDS_LOGIN).
+ */
+#if PG_VERSION_NUM >= 170000
+#define COMPAT_BGW_NEEDS_LOGIN false
+#else
+#define BGWORKER_BYPASS_ROLELOGINCHECK 0
+#define COMPAT_BGW_NEEDS_LOGIN true
+#endif
+
+/*
+ * RelationGetPrimaryKeyIndex takes deferrable_ok from 18 (it may then
+ * return a deferrable primary key, for logical replication); false keeps
+ * the earlier majors' answer, where a deferrable primary key is not the
+ * relation's pk index.
+ */
+#if PG_VERSION_NUM >= 180000
+#define compat_primary_key_index(rel) RelationGetPrimaryKeyIndex((rel), false)
+#else
+#define compat_primary_key_index(rel) RelationGetPrimaryKeyIndex(rel)
+#endif
+
+/*
+ * The range table of one relation that rows are inserted into (bulkload.c),
+ * as COPY FROM sets it up: permissions moved from the RTE to
+ * RTEPermissionInfo in 16 (upstream: "Rework query relation permission
+ * checking"), and ExecInitRangeTable takes the unpruned relids in 18
+ * (upstream: "Don't lock partitions pruned by initial pruning"; COPY FROM
+ * passes bms_make_singleton(1) the same way).
+ */
+static inline void
+compat_init_insert_range_table(EState *estate, RangeTblEntry *rte, Bitmapset *inserted)
+{
+#if PG_VERSION_NUM >= 160000
+	RTEPermissionInfo *perm = makeNode(RTEPermissionInfo);
+
+	perm->relid = rte->relid;
+	perm->requiredPerms = ACL_INSERT;
+	perm->insertedCols = inserted;
+	rte->perminfoindex = 1;
+#if PG_VERSION_NUM >= 180000
+	ExecInitRangeTable(estate, list_make1(rte), list_make1(perm), bms_make_singleton(1));
+#else
+	ExecInitRangeTable(estate, list_make1(rte), list_make1(perm));
+#endif
+#else
+	rte->requiredPerms = ACL_INSERT;
+	rte->insertedCols = inserted;
+	ExecInitRangeTable(estate, list_make1(rte));
+#endif
+}
+
+/*
+ * Whether a column has a statistics target of its own.  17 moved
+ * attstattarget out of the fixed part of pg_attribute (so out of a
+ * relation's TupleDesc) and made it NULL by default instead of -1
+ * (upstream: "Make attstattarget nullable").
+ */
+static inline bool
+compat_has_stattarget(Relation rel, Form_pg_attribute att)
+{
+#if PG_VERSION_NUM >= 170000
+	HeapTuple	tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(RelationGetRelid(rel)),
+									  Int16GetDatum(att->attnum));
+	bool		isnull = true;
+
+	if (HeapTupleIsValid(tup))
+	{
+		(void) SysCacheGetAttr(ATTNUM, tup, Anum_pg_attribute_attstattarget, &isnull);
+		ReleaseSysCache(tup);
+	}
+	return !isnull;
+#else
+	(void) rel;
+	return att->attstattarget >= 0;
+#endif
+}
+
+/*
+ * A TupleDesc built entry by entry must be finished with
+ * TupleDescFinalize() from 19, which computes what tuple deforming reads
+ * (without it, 19 reads garbage and crashes); before 19 there is nothing
+ * to finish.
+ */
+#if PG_VERSION_NUM < 190000
+#define TupleDescFinalize(desc) ((void) (desc))
+#endif
+
+#endif							/* IDEM_COMPAT_H */
