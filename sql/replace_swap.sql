@@ -1,4 +1,6 @@
 --
+-- (expected/replace_swap_1.out: PostgreSQL 17 and later, where an owner's privileges
+-- include MAINTAIN, shown as "m" in an ACL)
 -- replace_swap: point 1 of etl_replace_partition (swap, not rewrite).
 -- The partition holding the value is replaced by a new table with the same
 -- name and bounds, carrying over the old one's owner, grants, storage

@@ -1,4 +1,6 @@
 --
+-- (expected/security_rights_1.out: PostgreSQL 17 and later, where an owner's privileges
+-- include MAINTAIN, shown as "m" in an ACL)
 -- security_rights: ordinary roles use what is theirs and nothing else.
 -- Row security is never widened; job names are per role; another role's
 -- job is indistinguishable from a missing one; privileges are checked

@@ -71,6 +71,7 @@ target_open(Oid relid, AclMode mode, bool replacing)
 {
 	TargetInfo *target = palloc0(sizeof(TargetInfo));
 	char	   *relname = get_rel_name(relid);
+	char		relkind;
 	Relation	rel;
 	TupleDesc	desc;
 
@@ -78,8 +79,20 @@ target_open(Oid relid, AclMode mode, bool replacing)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation with OID %u does not exist", relid)));
+	relkind = get_rel_relkind(relid);
+
+	/*
+	 * Checked before opening it: table_open's own error for an index
+	 * differs between majors, and a view or sequence needs no lock here.
+	 */
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table", relname),
+				 errdetail("idem_etl loads into ordinary and partitioned tables only."),
+				 errhint("Pass the table itself, not a view, index, sequence or foreign table.")));
 	require_some_privilege(relid, relname, mode);
-	LockRelationOid(relid, replacing && get_rel_relkind(relid) == RELKIND_RELATION ?
+	LockRelationOid(relid, replacing && relkind == RELKIND_RELATION ?
 					AccessShareLock : RowExclusiveLock);
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		ereport(ERROR,
@@ -94,14 +107,6 @@ target_open(Oid relid, AclMode mode, bool replacing)
 	target->relname = pstrdup(RelationGetRelationName(rel));
 	target->qualname = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 												  target->relname);
-	if (target->relkind != RELKIND_RELATION &&
-		target->relkind != RELKIND_PARTITIONED_TABLE)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a table", target->relname),
-				 errdetail("idem_etl loads into ordinary and partitioned tables only."),
-				 errhint("Pass the table itself, not a view, index, sequence or foreign table.")));
-
 	target->columns = palloc0(sizeof(TargetColumn) * desc->natts);
 	for (int i = 0; i < desc->natts; i++)
 	{
