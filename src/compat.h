@@ -93,19 +93,6 @@ object_ownercheck(Oid classid, Oid objectid, Oid roleid)
 #endif
 
 /*
- * A background worker may connect as a role without LOGIN only from 17,
- * with BGWORKER_BYPASS_ROLELOGINCHECK (upstream: "Add flag to bypass role
- * login check in bgworkers", first released in 17); before, the connection fails, so the
- * dispatcher checks rolcanlogin itself (COMPAT_BGW_NEEDS_LOGIN).
- */
-#if PG_VERSION_NUM >= 170000
-#define COMPAT_BGW_NEEDS_LOGIN false
-#else
-#define BGWORKER_BYPASS_ROLELOGINCHECK 0
-#define COMPAT_BGW_NEEDS_LOGIN true
-#endif
-
-/*
  * RelationGetPrimaryKeyIndex takes deferrable_ok from 18 (it may then
  * return a deferrable primary key, for logical replication); false keeps
  * the earlier majors' answer, where a deferrable primary key is not the

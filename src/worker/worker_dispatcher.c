@@ -17,8 +17,6 @@
  */
 #include "postgres.h"
 
-#include "compat.h"
-
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
@@ -56,7 +54,7 @@ role_problem(Oid roleoid)
 	if (!HeapTupleIsValid(tup))
 		return psprintf("42704: role with OID %u, which submitted the job, does not exist any more",
 						roleoid);
-	if (COMPAT_BGW_NEEDS_LOGIN && !((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin)
+	if (!((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin)
 		problem = psprintf("28000: role \"%s\" is not permitted to log in, and jobs run as the role that submitted them",
 						   NameStr(((Form_pg_authid) GETSTRUCT(tup))->rolname));
 	ReleaseSysCache(tup);

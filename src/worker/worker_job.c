@@ -7,8 +7,6 @@
  */
 #include "postgres.h"
 
-#include "compat.h"
-
 #include "access/xact.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -37,8 +35,13 @@ idem_job_main(Datum arg)
 	BackgroundWorkerUnblockSignals();
 	worker_register_proc(job.dboid, job.roleoid);
 	worker_job_running(job.slot, job.job_id);
-	BackgroundWorkerInitializeConnectionByOid(job.dboid, job.roleoid,
-											  BGWORKER_BYPASS_ROLELOGINCHECK);
+
+	/*
+	 * Without BGWORKER_BYPASS_ROLELOGINCHECK (17 and later): a role without
+	 * LOGIN runs no job on any major, since NOLOGIN is how a DBA disables a
+	 * role (the dispatcher fails such jobs before they start).
+	 */
+	BackgroundWorkerInitializeConnectionByOid(job.dboid, job.roleoid, 0);
 	workcxt = AllocSetContextCreate(TopMemoryContext, "idem_etl job", ALLOCSET_DEFAULT_SIZES);
 
 	/* record our pid, committed, so that etl_cancel can reach us */
