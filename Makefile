@@ -60,7 +60,7 @@ all install installcheck:
 	@exit 1
 endif
 
-.PHONY: deps demo test test-all bench test-assert test-valgrind deb test-deb
+.PHONY: deps demo test test-all bench test-assert test-valgrind deb deb-17 deb-18 deb-19 test-deb
 
 deps:
 	./test/install-deps
@@ -91,11 +91,15 @@ test-assert: deps
 test-valgrind: deps
 	./test/assert/run valgrind
 # deb: the Debian package postgresql-15-idem-etl (debian/, pg_buildext) in
-# dist/.  test-deb: builds it, installs it with dpkg -i and runs pg_regress
+# dist/; deb-17, deb-18, deb-19: postgresql-N-idem-etl, built in that major's
+# chroot (as root), installed and tested there, copied to dist/.  test-deb: builds it, installs it with dpkg -i and runs pg_regress
 # against the installed package (only with CI=true or IDEM_DEB_INSTALL=1;
 # elsewhere it checks the package's contents).
 deb:
 	./test/deb/build-deb
+
+deb-17 deb-18 deb-19:
+	./test/majors/run $@
 
 test-deb:
 	./test/deb/test-deb

@@ -35,12 +35,16 @@ CREATE TABLE rbulk.t (
 CREATE TABLE rbulk.t_20261128 PARTITION OF rbulk.t FOR VALUES FROM ('2026-11-28') TO ('2026-11-29');
 CREATE TABLE rbulk.t_20261129 PARTITION OF rbulk.t FOR VALUES FROM ('2026-11-29') TO ('2026-11-30');
 
--- 2,500 rows (three buffers of 1,000 rows), two of them 300 kB of text
--- stored out of line in the source table
+-- 2,500 rows (three buffers of 1,000 rows), two of them 320 kB of text
+-- stored out of line in the source table: md5s that do not compress (a
+-- repeated string compresses to 1.3 kB with lz4, 19's default
+-- default_toast_compression, and then stays in line)
 CREATE TABLE rbulk.src (d date, id int, qty int, payload text);
 INSERT INTO rbulk.src
 SELECT '2026-11-28', g, g % 7 + 1,
-       CASE WHEN g IN (10, 2000) THEN repeat(md5(g::text), 10000) ELSE 'p' || g END
+       CASE WHEN g IN (10, 2000)
+            THEN (SELECT string_agg(md5(g || ':' || i), '') FROM generate_series(1, 10000) AS i)
+            ELSE 'p' || g END
   FROM generate_series(1, 2500) AS g;
 SELECT count(*) > 0 AS source_toasted
   FROM pg_class c JOIN pg_class t ON t.oid = c.reltoastrelid

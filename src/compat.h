@@ -18,6 +18,7 @@
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_database.h"
+#include "catalog/pg_publication.h"
 #include "executor/executor.h"
 #include "nodes/bitmapset.h"
 #include "nodes/execnodes.h"
@@ -157,6 +158,23 @@ compat_has_stattarget(Relation rel, Form_pg_attribute att)
 #else
 	(void) rel;
 	return att->attstattarget >= 0;
+#endif
+}
+
+/*
+ * Whether a relation is named in a publication.  19 split
+ * GetRelationPublications into the publications that include it and those
+ * that name it to leave it out (FOR ALL TABLES EXCEPT); either way the name
+ * is on that relation, and a new table that replaces it would not have it.
+ */
+static inline bool
+compat_in_publication_by_name(Oid relid)
+{
+#if PG_VERSION_NUM >= 190000
+	return GetRelationIncludedPublications(relid) != NIL ||
+		GetRelationExcludedPublications(relid) != NIL;
+#else
+	return GetRelationPublications(relid) != NIL;
 #endif
 }
 

@@ -606,7 +606,7 @@ newpart_check_carryable(TargetInfo *parent, Oid partoid)
 	static SPIPlanPtr plan = NULL;
 
 	/* most partitions are in no publication by name: no statement then */
-	if (GetRelationPublications(partoid) == NIL)
+	if (!compat_in_publication_by_name(partoid))
 		return;
 	sqlb_prepare_kept(&plan, "SELECT p.pubname FROM pg_catalog.pg_publication_rel r"
 					  " JOIN pg_catalog.pg_publication p ON p.oid OPERATOR(pg_catalog.=) r.prpubid"
@@ -620,7 +620,7 @@ newpart_check_carryable(TargetInfo *parent, Oid partoid)
 				 errmsg("partition \"%s\" of \"%s\" is in publication \"%s\" by name",
 						get_rel_name(partoid), parent->relname,
 						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)),
-				 errdetail("A replaced partition is a new table, which the publication would not include."),
+				 errdetail("A replaced partition is a new table, which the publication does not name."),
 				 errhint("Publish the partitioned table instead (publish_via_partition_root), or remove the partition from the publication.")));
 }
 
