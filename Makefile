@@ -5,6 +5,8 @@ EXTENSION  = idem_etl
 MODULE_big = idem_etl
 OBJS = \
 	src/idem_etl.o \
+	src/util/args.o \
+	src/util/settings.o \
 	src/util/sql_build.o \
 	src/util/target.o \
 	src/stage/stage.o \

@@ -31,7 +31,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "idem_etl.h"
+#include "util/settings.h"
 #include "replace/kept.h"
 #include "state/ledger.h"
 #include "replace/newpart.h"
@@ -39,7 +39,8 @@
 #include "util/target.h"
 #include "util/sql_build.h"
 #include "replace/swap.h"
-#include "worker/worker.h"
+
+kept_due_hook_type kept_due_hook = NULL;
 
 PG_FUNCTION_INFO_V1(etl_restore_partition);
 PG_FUNCTION_INFO_V1(etl_cleanup);
@@ -77,9 +78,10 @@ kept_record(TargetInfo *target, PartSlot *slot, const char *schema,
 						 " pg_catalog.now(), pg_catalog.now() OPERATOR(pg_catalog.+) $10)",
 						 10, argtypes, args, NULL, SPI_OK_INSERT);
 	/* the janitor's next visit of this database, at commit */
-	worker_note_housekeeping(DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-																	 TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()),
-																	 IntervalPGetDatum(keep))));
+	if (kept_due_hook)
+		kept_due_hook(DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+															  TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()),
+															  IntervalPGetDatum(keep))));
 }
 
 /*
@@ -132,7 +134,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	Interval   *kept_for;
 	Oid			restored;
 	TimestampTz started = GetCurrentTimestamp();
-	int			nestlevel = idem_canonical_output();
+	int			nestlevel = settings_canonical_output();
 
 	PreventCommandIfReadOnly("etl_restore_partition()");
 

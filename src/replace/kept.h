@@ -10,6 +10,15 @@
 #include "replace/partmap.h"
 #include "util/target.h"
 
+/*
+ * Told a kept partition's keep_until when it is recorded, so that the
+ * janitor's next visit of the database can be planned.  The worker sets it
+ * (in _PG_init): operations never call into the worker, which sits above
+ * them.
+ */
+typedef void (*kept_due_hook_type) (TimestampTz keep_until);
+extern PGDLLIMPORT kept_due_hook_type kept_due_hook;
+
 extern char *kept_table_name(Oid partoid);
 extern int	kept_cleanup(void);
 extern void kept_record(TargetInfo *target, PartSlot *slot, const char *schema,

@@ -31,7 +31,7 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
-#include "idem_etl.h"
+#include "util/settings.h"
 #include "state/ledger.h"
 #include "replace/partmap.h"
 #include "util/sql_build.h"

@@ -33,7 +33,8 @@
 #include "utils/timestamp.h"
 
 #include "state/audit.h"
-#include "idem_etl.h"
+#include "util/args.h"
+#include "util/settings.h"
 #include "replace/kept.h"
 #include "state/ledger.h"
 #include "state/progress.h"
@@ -79,19 +80,19 @@ static void
 replace_setup(ReplaceArgs *a, FunctionCallInfo fcinfo, int first)
 {
 	memset(a, 0, sizeof(ReplaceArgs));
-	a->run_key = idem_text_arg(fcinfo, first + 4);
+	a->run_key = args_text(fcinfo, first + 4);
 	ledger_check_length("run_key", a->run_key);
-	a->expect = idem_text_arg(fcinfo, first + 5);
+	a->expect = args_text(fcinfo, first + 5);
 	audit_check_syntax(a->expect);
 	a->min_ratio = audit_ratio(fcinfo, first + 6);
-	a->allow_shrink = !idem_arg_isnull(fcinfo, first + 7) && PG_GETARG_BOOL(first + 7);
+	a->allow_shrink = !args_isnull(fcinfo, first + 7) && PG_GETARG_BOOL(first + 7);
 	swap_serialize(PG_GETARG_OID(0));
 	a->target = target_open(PG_GETARG_OID(0), ACL_SELECT | ACL_INSERT | ACL_DELETE, true);
 	target_check_row_security(a->target->relid);
 	a->granularity = PG_ARGISNULL(first + 2) ? NULL : PG_GETARG_INTERVAL_P(first + 2);
 	a->keep = replace_keep_interval(fcinfo, first + 3);
-	a->pk = partmap_key(a->target, idem_text_arg(fcinfo, first + 1));
-	a->stage = stage_plan(a->target, idem_text_arg(fcinfo, first), a->run_key != NULL);
+	a->pk = partmap_key(a->target, args_text(fcinfo, first + 1));
+	a->stage = stage_plan(a->target, args_text(fcinfo, first), a->run_key != NULL);
 	if (!stage_has_column(a->stage, a->pk->column->name))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
@@ -875,12 +876,12 @@ etl_replace_partition(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("target, partition_value and source must not be NULL")));
-	store = idem_srf_store(fcinfo, &desc);
-	nestlevel = idem_canonical_output();
+	store = args_srf_store(fcinfo, &desc);
+	nestlevel = settings_canonical_output();
 	SPI_connect();
 	replace_setup(&a, fcinfo, 2);
 	progress_start("replace_partition", a.target->qualname, a.run_key);
-	value = partmap_normalize(a.pk, idem_text_arg(fcinfo, 1));
+	value = partmap_normalize(a.pk, args_text(fcinfo, 1));
 
 	if (a.pk->strategy == 0)
 		replace_in_table(&a, value, &r);
@@ -933,8 +934,8 @@ etl_replace_partitions(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("target and source must not be NULL")));
-	store = idem_srf_store(fcinfo, &desc);
-	nestlevel = idem_canonical_output();
+	store = args_srf_store(fcinfo, &desc);
+	nestlevel = settings_canonical_output();
 	SPI_connect();
 	replace_setup(&a, fcinfo, 1);
 	progress_start("replace_partitions", a.target->qualname, a.run_key);

@@ -25,7 +25,8 @@
 #include "utils/guc.h"
 
 #include "state/audit.h"
-#include "idem_etl.h"
+#include "util/args.h"
+#include "util/settings.h"
 #include "state/ledger.h"
 #include "replace/partmap.h"
 #include "state/progress.h"
@@ -266,25 +267,25 @@ etl_replace_where(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("target, condition and source must not be NULL")));
-	nestlevel = idem_canonical_output();
+	nestlevel = settings_canonical_output();
 	SPI_connect();
 	memset(&a, 0, sizeof(a));
 	memset(&total, 0, sizeof(total));
-	run_key = idem_text_arg(fcinfo, 4);
+	run_key = args_text(fcinfo, 4);
 	ledger_check_length("run_key", run_key);
-	a.condition = idem_text_arg(fcinfo, 1);
+	a.condition = args_text(fcinfo, 1);
 	sqlb_check_expression(a.condition, "condition");
-	a.expect = idem_text_arg(fcinfo, 5);
+	a.expect = args_text(fcinfo, 5);
 	audit_check_syntax(a.expect);
 	a.min_ratio = audit_ratio(fcinfo, 6);
-	a.allow_shrink = !idem_arg_isnull(fcinfo, 7) && PG_GETARG_BOOL(7);
+	a.allow_shrink = !args_isnull(fcinfo, 7) && PG_GETARG_BOOL(7);
 	swap_serialize(PG_GETARG_OID(0));
 	a.target = target_open(PG_GETARG_OID(0), ACL_SELECT | ACL_INSERT | ACL_DELETE, true);
 	target_check_row_security(a.target->relid);
 	a.keep = replace_keep_interval(fcinfo, 3);
 	if (a.target->relkind == RELKIND_PARTITIONED_TABLE)
 		a.pk = partmap_key(a.target, NULL);
-	a.stage = stage_plan(a.target, idem_text_arg(fcinfo, 2), run_key != NULL);
+	a.stage = stage_plan(a.target, args_text(fcinfo, 2), run_key != NULL);
 	if (a.pk && !stage_has_column(a.stage, a.pk->column->name))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
@@ -300,5 +301,5 @@ etl_replace_where(PG_FUNCTION_ARGS)
 	progress_end();
 	SPI_finish();
 	AtEOXact_GUC(true, nestlevel);
-	return idem_return_row(fcinfo, values, nulls);
+	return args_return_row(fcinfo, values, nulls);
 }

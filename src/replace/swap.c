@@ -36,7 +36,7 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
-#include "idem_etl.h"
+#include "util/settings.h"
 #include "replace/newpart.h"
 #include "state/progress.h"
 #include "util/sql_build.h"

@@ -23,10 +23,10 @@
 #include "utils/builtins.h"
 
 #include "state/audit.h"
-#include "idem_etl.h"
+#include "util/args.h"
+#include "util/settings.h"
 #include "util/sql_build.h"
 
-double		idem_min_replaced_ratio = 0;
 
 void
 audit_check_syntax(const char *expect)
@@ -251,7 +251,7 @@ audit_expect(const char *expect, const char *relation, const char *target)
 double
 audit_ratio(FunctionCallInfo fcinfo, int ratio_arg)
 {
-	double		ratio = idem_arg_isnull(fcinfo, ratio_arg) ? idem_min_replaced_ratio :
+	double		ratio = args_isnull(fcinfo, ratio_arg) ? idem_min_replaced_ratio :
 		PG_GETARG_FLOAT8(ratio_arg);
 
 	if (!(ratio >= 0 && ratio <= 1))

@@ -41,7 +41,7 @@
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
 
-#include "idem_etl.h"
+#include "util/settings.h"
 #include "state/ledger.h"
 #include "util/sql_build.h"
 

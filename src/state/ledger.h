@@ -82,7 +82,6 @@ extern int64 ledger_record(const LedgerRun *run);
 /* Longest run_key or job_name, in bytes: it must fit in an index entry. */
 #define IDEM_MAX_KEY_BYTES 1024
 
-extern int	idem_run_retention;	/* s; 0: keep every run */
 extern int64 ledger_purge(void);
 extern void ledger_check_length(const char *argname, const char *value);
 extern void ledger_exec_as_owner(const char *sql, int nargs, Oid *argtypes,

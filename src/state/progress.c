@@ -30,7 +30,8 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "idem_etl.h"
+#include "util/args.h"
+#include "util/settings.h"
 #include "state/progress.h"
 
 typedef struct ProgressEntry
@@ -50,7 +51,6 @@ typedef struct ProgressEntry
 } ProgressEntry;
 
 static ProgressEntry *entries = NULL;	/* MaxBackends of them */
-bool		idem_track_progress = true;
 static ProgressEntry local_entry;
 static bool callback_registered = false;
 
@@ -270,7 +270,7 @@ Datum
 idem_etl_progress(PG_FUNCTION_ARGS)
 {
 	TupleDesc	desc;
-	Tuplestorestate *store = idem_srf_store(fcinfo, &desc);
+	Tuplestorestate *store = args_srf_store(fcinfo, &desc);
 	int			n = entries ? MaxBackends : 1;
 
 	for (int i = 0; i < n; i++)

@@ -30,7 +30,7 @@
 
 #include "state/audit.h"
 #include "upsert/dedup.h"
-#include "idem_etl.h"
+#include "util/args.h"
 #include "state/ledger.h"
 #include "state/progress.h"
 #include "util/target.h"
@@ -781,15 +781,15 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("target and source must not be NULL")));
 	args.target = PG_GETARG_OID(0);
-	args.source = idem_text_arg(fcinfo, 1);
+	args.source = args_text(fcinfo, 1);
 	args.key_columns = PG_ARGISNULL(2) ? NULL : PG_GETARG_ARRAYTYPE_P(2);
-	args.order_by = idem_text_arg(fcinfo, 3);
-	args.newer_column = idem_text_arg(fcinfo, 4);
-	args.delete_missing = idem_text_arg(fcinfo, 5);
-	args.run_key = idem_text_arg(fcinfo, 6);
-	args.update_columns = idem_arg_isnull(fcinfo, 7) ? NULL : PG_GETARG_ARRAYTYPE_P(7);
-	args.exclude_columns = idem_arg_isnull(fcinfo, 8) ? NULL : PG_GETARG_ARRAYTYPE_P(8);
-	args.expect = idem_text_arg(fcinfo, 9);
+	args.order_by = args_text(fcinfo, 3);
+	args.newer_column = args_text(fcinfo, 4);
+	args.delete_missing = args_text(fcinfo, 5);
+	args.run_key = args_text(fcinfo, 6);
+	args.update_columns = args_isnull(fcinfo, 7) ? NULL : PG_GETARG_ARRAYTYPE_P(7);
+	args.exclude_columns = args_isnull(fcinfo, 8) ? NULL : PG_GETARG_ARRAYTYPE_P(8);
+	args.expect = args_text(fcinfo, 9);
 	ledger_check_length("run_key", args.run_key);
 
 	memset(&run, 0, sizeof(run));
@@ -892,5 +892,5 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 
 	progress_end();
 	SPI_finish();
-	return idem_return_row(fcinfo, values, nulls);
+	return args_return_row(fcinfo, values, nulls);
 }

@@ -30,7 +30,8 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
-#include "idem_etl.h"
+#include "util/args.h"
+#include "util/settings.h"
 #include "worker/jobs.h"
 #include "state/ledger.h"
 #include "util/sql_build.h"
@@ -164,7 +165,7 @@ etl_submit(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("command must not be NULL")));
 	SPI_connect();
-	job_id = submit(idem_text_arg(fcinfo, 0), idem_text_arg(fcinfo, 1),
+	job_id = submit(args_text(fcinfo, 0), args_text(fcinfo, 1),
 					PG_ARGISNULL(2) ? 5 : PG_GETARG_INT32(2),
 					PG_ARGISNULL(3) ? GetCurrentTransactionStartTimestamp() : PG_GETARG_TIMESTAMPTZ(3));
 	SPI_finish();
@@ -282,13 +283,13 @@ etl_backfill(PG_FUNCTION_ARGS)
 				 errmsg("command, from_value, to_value and step must not be NULL")));
 	dates = backfill_dates(PG_GETARG_DATEADT(1), PG_GETARG_DATEADT(2),
 						   PG_GETARG_INTERVAL_P(3));
-	store = idem_srf_store(fcinfo, &desc);
+	store = args_srf_store(fcinfo, &desc);
 	SPI_connect();
-	command = idem_text_arg(fcinfo, 0);
+	command = args_text(fcinfo, 0);
 	job_name = PG_ARGISNULL(4) ? psprintf("backfill %s",
 										 text_to_cstring(DatumGetTextPP(DirectFunctionCall1(md5_text,
 																							PG_GETARG_DATUM(0))))) :
-		idem_text_arg(fcinfo, 4);
+		args_text(fcinfo, 4);
 	foreach(lc, dates)
 	{
 		char	   *value = iso_date((DateADT) lfirst_int(lc));

@@ -21,12 +21,6 @@
 #include "nodes/parsenodes.h"
 #include "postmaster/bgworker.h"
 
-/* Settings */
-extern int	idem_max_workers;
-extern int	idem_naptime;		/* ms */
-extern int	idem_max_backoff;	/* s */
-extern int	idem_job_retention; /* s */
-
 /*
  * The longest the dispatcher waits for any lock.  It is a safety net: the
  * dispatcher skips locked rows and tables instead of waiting for them, and
@@ -36,9 +30,6 @@ extern int	idem_job_retention; /* s */
  * no wait of it may be unbounded.
  */
 #define DISPATCHER_LOCK_TIMEOUT "1s"
-
-/* True in every process of a server that preloaded the library. */
-extern bool idem_preloaded;
 
 /* What the launcher passes a dispatcher in bgw_extra. */
 typedef struct DispatchStart

@@ -23,6 +23,7 @@
 #include "utils/snapmgr.h"
 
 #include "worker/worker.h"
+#include "util/settings.h"
 
 /*
  * Describe one of idem_etl's workers: type is what pg_stat_activity shows

@@ -39,6 +39,7 @@
 #include "state/ledger.h"
 #include "util/sql_build.h"
 #include "worker/worker.h"
+#include "util/settings.h"
 
 /*
  * Why a job worker could not connect as the role, or NULL.  A role dropped

@@ -31,6 +31,7 @@
 #include "utils/wait_event.h"
 
 #include "worker/worker.h"
+#include "util/settings.h"
 
 /* After a visit that failed (DROP DATABASE under way, say), wait this long. */
 #define RETRY_NAPTIMES 10

@@ -32,6 +32,7 @@
 #include "utils/wait_event.h"
 
 #include "worker/worker.h"
+#include "util/settings.h"
 
 #define TRANCHE_NAME "idem_etl"
 

@@ -13,7 +13,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "idem_etl.h"
+#include "util/args.h"
 #include "worker/worker.h"
 
 PG_FUNCTION_INFO_V1(idem_etl_worker_status);
@@ -22,7 +22,7 @@ Datum
 idem_etl_worker_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	desc;
-	Tuplestorestate *store = idem_srf_store(fcinfo, &desc);
+	Tuplestorestate *store = args_srf_store(fcinfo, &desc);
 	TimestampTz now = GetCurrentTimestamp();
 	ListCell   *lc;
 

@@ -1,0 +1,16 @@
+/*
+ * args.h
+ *		The arguments and results of idem_etl's SQL-callable functions.
+ */
+#ifndef IDEM_ARGS_H
+#define IDEM_ARGS_H
+
+#include "fmgr.h"
+#include "utils/tuplestore.h"
+
+extern bool args_isnull(FunctionCallInfo fcinfo, int n);
+extern char *args_text(FunctionCallInfo fcinfo, int n);
+extern Tuplestorestate *args_srf_store(FunctionCallInfo fcinfo, TupleDesc *desc);
+extern Datum args_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
+
+#endif							/* IDEM_ARGS_H */
