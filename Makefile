@@ -7,7 +7,7 @@ OBJS = \
 	src/idem_etl.o \
 	src/util/args.o \
 	src/util/settings.o \
-	src/util/sql_build.o \
+	src/util/sql.o \
 	src/util/target.o \
 	src/stage/stage.o \
 	src/stage/keycheck.o \
@@ -24,8 +24,9 @@ OBJS = \
 	src/replace/newpart.o \
 	src/replace/swap.o \
 	src/replace/kept.o \
-	src/replace/replace.o \
+	src/replace/rebuild.o \
 	src/replace/replace_where.o \
+	src/replace/replace.o \
 	src/worker/jobs.o \
 	src/worker/worker_common.o \
 	src/worker/worker_shmem.o \

@@ -37,7 +37,7 @@
 #include "replace/newpart.h"
 #include "state/progress.h"
 #include "util/target.h"
-#include "util/sql_build.h"
+#include "util/sql.h"
 #include "replace/swap.h"
 
 kept_due_hook_type kept_due_hook = NULL;
@@ -209,7 +209,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	/*
 	 * A restore swaps rows in and out as a replacement does: refused where
 	 * a trigger on INSERT or DELETE would be skipped, with the partition
-	 * held against new ones until the swap (see replace_slot).
+	 * held against new ones until the swap (see rebuild_partition).
 	 */
 	if (OidIsValid(displaced.partoid))
 		LockRelationOid(displaced.partoid, ShareUpdateExclusiveLock);
@@ -252,11 +252,11 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	run.partition_bound = slot->bound_sql;
 	run.partition_table = psprintf("%s.%s", spec.schema, quote_identifier(slot->name));
 	run.partition_oid = restored;
-	run.rows_loaded = sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s.%s",
+	run.rows_loaded = sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s.%s",
 											  spec.schema, quote_identifier(slot->name)));
 	if (OidIsValid(displaced.partoid))
 	{
-		run.rows_replaced = sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s.%s",
+		run.rows_replaced = sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s.%s",
 													spec.schema, quote_identifier(spec.keep_name)));
 		kept_record(target, &displaced, spec.schema, spec.keep_name,
 					ledger_record(&run), kept_for);
@@ -394,7 +394,7 @@ kept_cleanup(void)
 		}
 		if (!object_ownercheck(RelationRelationId, kept_oid, GetUserId()))
 			continue;
-		failure = sqlb_try(drop_kept, &drop);
+		failure = sql_try(drop_kept, &drop);
 		if (failure != NULL && failure->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
 		{
 			FreeErrorData(failure);

@@ -35,7 +35,7 @@
 #include "utils/ruleutils.h"
 
 #include "replace/newpart.h"
-#include "util/sql_build.h"
+#include "util/sql.h"
 
 #define BOUND_CONSTRAINT "idem_etl_bound"
 
@@ -58,7 +58,7 @@ newpart_create(TargetInfo *parent, PartKey *pk, PartSlot *slot)
 	np->relname = psprintf("idem_etl_load_%d_%u", MyProcPid, ++serial);
 	np->qualname = psprintf("%s.%s", np->schema, quote_identifier(np->relname));
 	/* in the partition's tablespace, or for a new one the parent's */
-	sqlb_exec(psprintf("CREATE %sTABLE %s (LIKE %s INCLUDING ALL EXCLUDING INDEXES EXCLUDING IDENTITY)%s%s",
+	sql_exec(psprintf("CREATE %sTABLE %s (LIKE %s INCLUDING ALL EXCLUDING INDEXES EXCLUDING IDENTITY)%s%s",
 					   get_rel_persistence(shape) == RELPERSISTENCE_UNLOGGED ? "UNLOGGED " : "",
 					   np->qualname,
 					   quote_qualified_identifier(get_namespace_name(get_rel_namespace(shape)),
@@ -68,7 +68,7 @@ newpart_create(TargetInfo *parent, PartKey *pk, PartSlot *slot)
 					   quote_identifier(get_tablespace_name(get_rel_tablespace(shape))) : ""));
 	np->relid = get_relname_relid(np->relname, get_rel_namespace(parent->relid));
 	if (pk->column->notnull)
-		sqlb_exec(psprintf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL", np->qualname,
+		sql_exec(psprintf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL", np->qualname,
 						   quote_identifier(pk->column->name)));
 	return np;
 }
@@ -96,7 +96,7 @@ void
 newpart_bound(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot)
 {
 	BoundArg	b = {np->qualname, slot};
-	ErrorData  *failure = sqlb_try(add_bound, &b);
+	ErrorData  *failure = sql_try(add_bound, &b);
 	const char *col = quote_identifier(pk->column->name);
 	bool		isnull;
 
@@ -104,7 +104,7 @@ newpart_bound(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot)
 		return;
 	if (failure->sqlerrcode != ERRCODE_CHECK_VIOLATION)
 		ReThrowError(failure);
-	sqlb_exec(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8,"
+	sql_exec(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8,"
 					   " pg_catalog.min(coalesce(%s::pg_catalog.text, 'NULL'))"
 					   " FROM %s WHERE NOT coalesce((%s), false)",
 					   col, np->qualname, slot->check_sql));
@@ -173,7 +173,7 @@ build_indexes(NewPart *np, Oid shape)
 							  quote_identifier(get_constraint_name(constraint)));
 			if (strncmp(def, prefix, strlen(prefix)) != 0)
 				elog(ERROR, "unexpected constraint definition: %s", def);
-			sqlb_exec(psprintf("ALTER TABLE %s ADD %s", np->qualname, def + strlen(prefix)));
+			sql_exec(psprintf("ALTER TABLE %s ADD %s", np->qualname, def + strlen(prefix)));
 			continue;
 		}
 		def = pg_get_indexdef_string(indexoid);
@@ -181,7 +181,7 @@ build_indexes(NewPart *np, Oid shape)
 						  quote_identifier(get_rel_name(indexoid)), shapename);
 		if (strncmp(def, prefix, strlen(prefix)) != 0)
 			elog(ERROR, "unexpected index definition: %s", def);
-		sqlb_exec(psprintf("CREATE %sINDEX ON %s USING %s", unique ? "UNIQUE " : "",
+		sql_exec(psprintf("CREATE %sINDEX ON %s USING %s", unique ? "UNIQUE " : "",
 						   np->qualname, def + strlen(prefix)));
 	}
 }
@@ -209,7 +209,7 @@ add_foreign_keys(NewPart *np, TargetInfo *parent)
 			return;
 	}
 	args[0] = ObjectIdGetDatum(parent->relid);
-	sqlb_prepare_kept(&plan, "SELECT conname, pg_catalog.pg_get_constraintdef(oid)"
+	sql_prepare_kept(&plan, "SELECT conname, pg_catalog.pg_get_constraintdef(oid)"
 					  " FROM pg_catalog.pg_constraint"
 					  " WHERE conrelid OPERATOR(pg_catalog.=) $1"
 					  " AND contype OPERATOR(pg_catalog.=) 'f' ORDER BY oid", 1, argtypes);
@@ -218,7 +218,7 @@ add_foreign_keys(NewPart *np, TargetInfo *parent)
 	n = SPI_processed;
 	tuptable = SPI_tuptable;
 	for (uint64 i = 0; i < n; i++)
-		sqlb_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT %s %s", np->qualname,
+		sql_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT %s %s", np->qualname,
 						   quote_identifier(SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 1)),
 						   SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 2)));
 }
@@ -230,7 +230,7 @@ add_foreign_keys(NewPart *np, TargetInfo *parent)
 void
 newpart_add_bound(const char *qualname, PartSlot *slot)
 {
-	sqlb_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT %s CHECK (%s)",
+	sql_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT %s CHECK (%s)",
 					   qualname, BOUND_CONSTRAINT, slot->check_sql));
 }
 
@@ -488,7 +488,7 @@ newpart_copy_privileges(Oid from, Oid to)
 	{
 		ReleaseSysCache(totup);
 		/* with ALTER TABLE's checks: the caller must be able to give it */
-		sqlb_exec(psprintf("ALTER TABLE %s OWNER TO %s",
+		sql_exec(psprintf("ALTER TABLE %s OWNER TO %s",
 						   quote_qualified_identifier(get_namespace_name(get_rel_namespace(to)),
 													  get_rel_name(to)),
 						   quote_identifier(GetUserNameFromId(owner, false))));
@@ -548,7 +548,7 @@ carry_properties(NewPart *np, Oid old)
 										 get_rel_name(old));
 	args[0] = ObjectIdGetDatum(old);
 	args[1] = CStringGetTextDatum(np->qualname);
-	sqlb_prepare_kept(&plan, carry_sql, 2, argtypes);
+	sql_prepare_kept(&plan, carry_sql, 2, argtypes);
 	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "reading the partition's properties failed");
 	n = SPI_processed;
@@ -561,7 +561,7 @@ carry_properties(NewPart *np, Oid old)
 		if (strncmp(stmt, "CREATE TRIGGER ", 15) == 0 ||
 			strncmp(stmt, "CREATE CONSTRAINT TRIGGER ", 26) == 0)
 			stmt = retarget_trigger(stmt, oldname, np->qualname);
-		sqlb_exec(stmt);
+		sql_exec(stmt);
 	}
 }
 
@@ -587,7 +587,7 @@ parent_replica_identity(NewPart *np, TargetInfo *parent)
 	ReleaseSysCache(tup);
 
 	if (ident == REPLICA_IDENTITY_FULL || ident == REPLICA_IDENTITY_NOTHING)
-		sqlb_exec(psprintf("ALTER TABLE %s REPLICA IDENTITY %s", np->qualname,
+		sql_exec(psprintf("ALTER TABLE %s REPLICA IDENTITY %s", np->qualname,
 						   ident == REPLICA_IDENTITY_FULL ? "FULL" : "NOTHING"));
 }
 
@@ -608,7 +608,7 @@ newpart_check_carryable(TargetInfo *parent, Oid partoid)
 	/* most partitions are in no publication by name: no statement then */
 	if (!compat_in_publication_by_name(partoid))
 		return;
-	sqlb_prepare_kept(&plan, "SELECT p.pubname FROM pg_catalog.pg_publication_rel r"
+	sql_prepare_kept(&plan, "SELECT p.pubname FROM pg_catalog.pg_publication_rel r"
 					  " JOIN pg_catalog.pg_publication p ON p.oid OPERATOR(pg_catalog.=) r.prpubid"
 					  " WHERE r.prrelid OPERATOR(pg_catalog.=) $1 ORDER BY 1 LIMIT 1",
 					  1, argtypes);
@@ -631,14 +631,14 @@ newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot)
 	 * Definitions are deparsed and run again here: with search_path pinned,
 	 * the deparsed text names everything outside pg_catalog with its schema.
 	 */
-	int			nestlevel = sqlb_pin_search_path();
+	int			nestlevel = sql_pin_search_path();
 
 	if (pk->column->notnull)
-		sqlb_exec(psprintf("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL", np->qualname,
+		sql_exec(psprintf("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL", np->qualname,
 						   quote_identifier(pk->column->name)));
 	build_indexes(np, OidIsValid(slot->partoid) ? slot->partoid : parent->relid);
 	add_foreign_keys(np, parent);
-	sqlb_exec(psprintf("ANALYZE %s", np->qualname));
+	sql_exec(psprintf("ANALYZE %s", np->qualname));
 	if (OidIsValid(slot->partoid))
 		carry_properties(np, slot->partoid);
 	else

@@ -34,7 +34,7 @@
 #include "util/settings.h"
 #include "state/ledger.h"
 #include "replace/partmap.h"
-#include "util/sql_build.h"
+#include "util/sql.h"
 
 PartKey *
 partmap_key(TargetInfo *target, const char *partition_column)
@@ -231,7 +231,7 @@ partmap_operator(PartKey *pk, int16 strategy)
 	if (!OidIsValid(op))
 		elog(ERROR, "operator of strategy %d missing from the partition key's operator family %u",
 			 strategy, pk->opfamily);
-	return sqlb_operator(op);
+	return sql_operator(op);
 }
 
 /*
@@ -665,7 +665,7 @@ new_range_bounds(TargetInfo *target, PartKey *pk, PartitionDesc pd,
 						   " WHERE b.hi OPERATOR(pg_catalog.<>) (b.lo OPERATOR(pg_catalog.+) c.g)"
 						   " OR pg_catalog.date_trunc(c.u, b.lo) OPERATOR(pg_catalog.<>) b.lo)"
 						   " ORDER BY c.n LIMIT 1", type, type);
-		plan = sqlb_prepare(sql, 4, argtypes);
+		plan = sql_prepare(sql, 4, argtypes);
 		if (SPI_execute_plan(plan, args, NULL, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "inferring partition bounds failed");
 		if (SPI_processed == 0)

@@ -8,7 +8,7 @@
  * A plain table: one statement deletes and inserts.  A partitioned table:
  * every partition holding rows the condition covers, or receiving rows of
  * the source, is rebuilt as a fresh table (the source's rows of that
- * partition plus its rows the condition does not cover, replace_slot) and
+ * partition plus its rows the condition does not cover, rebuild_partition) and
  * swapped in, the rest left untouched: no dead tuples, the parent locked
  * only for the swaps.  With run_key, skips and corrections are keyed by the
  * condition's text.
@@ -31,8 +31,9 @@
 #include "replace/partmap.h"
 #include "state/progress.h"
 #include "util/target.h"
-#include "replace/replace.h"
-#include "util/sql_build.h"
+#include "replace/replace_where.h"
+#include "replace/rebuild.h"
+#include "util/sql.h"
 #include "stage/stage.h"
 #include "replace/swap.h"
 
@@ -45,10 +46,10 @@ check_source_inside(ReplaceArgs *a)
 	const char *alias = quote_identifier(a->target->relname);
 	int64		outside;
 
-	sqlb_exec(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8, pg_catalog.min(%s::pg_catalog.text)"
+	sql_exec(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8, pg_catalog.min(%s::pg_catalog.text)"
 					   " FROM %s AS %s WHERE NOT coalesce((%s\n), false)",
 					   alias, a->stage->name, alias, a->condition));
-	outside = sqlb_result_int8(1);
+	outside = sql_result_int8(1);
 	if (outside > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_CHECK_VIOLATION),
@@ -65,10 +66,10 @@ where_in_table(ReplaceArgs *a, ReplaceResult *r)
 	const char *alias = quote_identifier(a->target->relname);
 	StringInfoData sql;
 
-	replace_lock_writers(a->target->relid);
+	rebuild_lock_writers(a->target->relid);
 	if (a->min_ratio > 0 && !a->allow_shrink)
 		audit_shrink(a->min_ratio, false, a->stage->nrows,
-					 sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM ONLY %s AS %s"
+					 sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM ONLY %s AS %s"
 											 " WHERE (%s\n)", a->target->qualname, alias, a->condition)),
 					 a->target->relname, "the rows of the condition");
 	progress_phase("deleting", -1);
@@ -86,18 +87,18 @@ where_in_table(ReplaceArgs *a, ReplaceResult *r)
 					 " idem_count AS (SELECT pg_catalog.count(*)::pg_catalog.int8 AS n FROM idem_deleted),"
 					 " idem_inserted AS (INSERT INTO %s (",
 					 a->target->qualname, alias, a->condition, a->target->qualname);
-	sqlb_append_columns(&sql, NULL, a->stage->columns, a->stage->ncolumns);
+	sql_append_columns(&sql, NULL, a->stage->columns, a->stage->ncolumns);
 	appendStringInfoString(&sql, ") SELECT ");
-	sqlb_append_columns(&sql, "s", a->stage->columns, a->stage->ncolumns);
+	sql_append_columns(&sql, "s", a->stage->columns, a->stage->ncolumns);
 	appendStringInfo(&sql, " FROM %s AS s, idem_count", a->stage->name);
 	if (a->target->has_triggers_or_rules)
 		appendStringInfoString(&sql, " RETURNING 1) SELECT (SELECT n FROM idem_count),"
 							   " (SELECT pg_catalog.count(*)::pg_catalog.int8 FROM idem_inserted)");
 	else
 		appendStringInfoString(&sql, ") SELECT n FROM idem_count");
-	sqlb_exec(sql.data);
-	r->replaced = sqlb_result_int8(1);
-	r->loaded = a->target->has_triggers_or_rules ? sqlb_result_int8(2) : a->stage->staged->nrows;
+	sql_exec(sql.data);
+	r->replaced = sql_result_int8(1);
+	r->loaded = a->target->has_triggers_or_rules ? sql_result_int8(2) : a->stage->staged->nrows;
 }
 
 /*
@@ -115,22 +116,22 @@ where_in_partitions(ReplaceArgs *a, const char *fingerprint, ReplaceResult *tota
 	SPITupleTable *values;
 
 	if (OidIsValid(a->pk->default_part) &&
-		sqlb_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM"
+		sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM"
 								" (SELECT FROM %s AS %s WHERE (%s\n) LIMIT 1) x",
-								replace_default_part_name(a->pk), alias, a->condition)) > 0)
+								rebuild_default_part_name(a->pk), alias, a->condition)) > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("the condition covers rows of the default partition of \"%s\"", a->target->relname),
 				 errdetail("etl_replace_where rebuilds the partitions it touches, and a default partition holds values of many of them."),
 				 errhint("Move those rows into partitions of their own first.")));
 
-	replace_refuse_null_values(a);
+	rebuild_refuse_null_values(a);
 
 	/*
 	 * A partition is found from a value; of a LIST partition that holds
 	 * NULL, a covered row that has one, if any.
 	 */
-	sqlb_exec(psprintf("SELECT v::pg_catalog.text FROM ("
+	sql_exec(psprintf("SELECT v::pg_catalog.text FROM ("
 					   " (SELECT DISTINCT ON (tableoid) %s AS v FROM %s AS %s WHERE (%s\n)"
 					   " ORDER BY tableoid, %s IS NULL)"
 					   " UNION SELECT %s FROM %s) x ORDER BY v",
@@ -155,7 +156,7 @@ where_in_partitions(ReplaceArgs *a, const char *fingerprint, ReplaceResult *tota
 		if (list_member_oid(done, partmap_find(a->target, a->pk, value)))
 			continue;
 		slot = partmap_slot_locked(a->target, a->pk, value, NULL);
-		replace_slot(a, slot, NULL, fingerprint, 0, &r);
+		rebuild_partition(a, slot, NULL, fingerprint, 0, &r);
 		done = lappend_oid(done, r.partition);
 		total->loaded += r.loaded;
 		total->replaced += r.replaced;
@@ -194,14 +195,14 @@ replace_where_run(ReplaceArgs *a, char *run_key, LedgerRun *run, ReplaceResult *
 	appendStringInfo(&opts, "where %zu:%s\n", strlen(a->condition), a->condition);
 
 	a->run_key = run_key;
-	replace_start_run(run, a, a->condition, bound, a->target->qualname);
+	rebuild_start_run(run, a, a->condition, bound, a->target->qualname);
 	run->operation = "replace_where";
 	run->batch_rows = a->stage->nrows;
 	run->fingerprint = stage_batch_fingerprint(a->stage, opts.data);
 	if (run_key)
 	{
 		/*
-		 * As for a partition (same_as_prior in replace.c): a correction is a
+		 * As for a partition (rebuild_same_as_prior in replace.c): a correction is a
 		 * run with other rows; the same rows are loaded again, without being
 		 * a correction, when the rows or their partitions changed since.
 		 */
@@ -274,7 +275,7 @@ etl_replace_where(PG_FUNCTION_ARGS)
 	run_key = args_text(fcinfo, 4);
 	ledger_check_length("run_key", run_key);
 	a.condition = args_text(fcinfo, 1);
-	sqlb_check_expression(a.condition, "condition");
+	sql_check_expression(a.condition, "condition");
 	a.expect = args_text(fcinfo, 5);
 	audit_check_syntax(a.expect);
 	a.min_ratio = audit_ratio(fcinfo, 6);
@@ -282,7 +283,7 @@ etl_replace_where(PG_FUNCTION_ARGS)
 	swap_serialize(PG_GETARG_OID(0));
 	a.target = target_open(PG_GETARG_OID(0), ACL_SELECT | ACL_INSERT | ACL_DELETE, true);
 	target_check_row_security(a.target->relid);
-	a.keep = replace_keep_interval(fcinfo, 3);
+	a.keep = rebuild_keep_interval(fcinfo, 3);
 	if (a.target->relkind == RELKIND_PARTITIONED_TABLE)
 		a.pk = partmap_key(a.target, NULL);
 	a.stage = stage_plan(a.target, args_text(fcinfo, 2), run_key != NULL);

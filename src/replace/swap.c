@@ -39,7 +39,7 @@
 #include "util/settings.h"
 #include "replace/newpart.h"
 #include "state/progress.h"
-#include "util/sql_build.h"
+#include "util/sql.h"
 #include "replace/swap.h"
 
 /*
@@ -76,7 +76,7 @@ rename_indexes(Oid nspid, const char *schema, const char *table, const char *fro
 		if (name == NULL || strncmp(name, from, fromlen) != 0 ||
 			name[fromlen] != '_' || name[fromlen + 1] == '\0')
 			continue;
-		sqlb_exec(psprintf("ALTER INDEX %s.%s RENAME TO %s", schema, quote_identifier(name),
+		sql_exec(psprintf("ALTER INDEX %s.%s RENAME TO %s", schema, quote_identifier(name),
 						   quote_identifier(ChooseRelationName(to, NULL, name + fromlen + 1, nspid,
 															   OidIsValid(get_index_constraint(indexoid))))));
 	}
@@ -151,7 +151,7 @@ rename_statistics(Oid nspid, const char *schema, const char *table, const char *
 				to = makeObjectName(table, NULL, psprintf("%s%d", label, n));
 		}
 		if (strcmp(name, to) != 0)
-			sqlb_exec(psprintf("ALTER STATISTICS %s.%s RENAME TO %s", schema,
+			sql_exec(psprintf("ALTER STATISTICS %s.%s RENAME TO %s", schema,
 							   quote_identifier(name), quote_identifier(to)));
 	}
 }
@@ -190,7 +190,7 @@ swap_once(void *arg)
 	const SwapSpec *s = (const SwapSpec *) arg;
 	const char *final_qual = psprintf("%s.%s", s->schema, quote_identifier(s->final_name));
 	Oid			nspid = get_rel_namespace(s->parent->relid);
-	int			nestlevel = sqlb_pin_search_path();
+	int			nestlevel = sql_pin_search_path();
 	List	   *old_statistics = NIL;
 
 	(void) set_config_option("lock_timeout", psprintf("%d", idem_lock_timeout),
@@ -202,30 +202,30 @@ swap_once(void *arg)
 
 		/* DETACH takes ACCESS EXCLUSIVE on the parent: the wait is here */
 		progress_phase("waiting for lock", -1);
-		sqlb_exec(psprintf("ALTER TABLE %s DETACH PARTITION %s", s->parent->qualname, old_qual));
+		sql_exec(psprintf("ALTER TABLE %s DETACH PARTITION %s", s->parent->qualname, old_qual));
 		old_statistics = statistics_names(get_relname_relid(s->old_name, nspid));
 		/* now that no GRANT or REVOKE on it can come in between */
 		newpart_copy_privileges(get_relname_relid(s->old_name, nspid),
 								get_relname_relid(s->new_name, nspid));
 		if (s->keep_name)
 		{
-			sqlb_exec(psprintf("ALTER TABLE %s RENAME TO %s", old_qual,
+			sql_exec(psprintf("ALTER TABLE %s RENAME TO %s", old_qual,
 							   quote_identifier(s->keep_name)));
 			rename_indexes(nspid, s->schema, s->keep_name, s->old_name, s->keep_name);
 			rename_statistics(nspid, s->schema, s->keep_name, s->old_name, NIL);
 		}
 		else
-			sqlb_exec(psprintf("DROP TABLE %s", old_qual));
+			sql_exec(psprintf("DROP TABLE %s", old_qual));
 	}
 	progress_phase("swapping", -1);
-	sqlb_exec(psprintf("ALTER TABLE %s.%s RENAME TO %s", s->schema,
+	sql_exec(psprintf("ALTER TABLE %s.%s RENAME TO %s", s->schema,
 					   quote_identifier(s->new_name), quote_identifier(s->final_name)));
 	rename_indexes(nspid, s->schema, s->final_name, s->new_name, s->final_name);
 	/* copied from the old partition by LIKE, in its order: its names */
 	rename_statistics(nspid, s->schema, s->final_name, s->new_name, old_statistics);
-	sqlb_exec(psprintf("ALTER TABLE %s ATTACH PARTITION %s %s", s->parent->qualname,
+	sql_exec(psprintf("ALTER TABLE %s ATTACH PARTITION %s %s", s->parent->qualname,
 					   final_qual, s->bound_sql));
-	sqlb_exec(psprintf("ALTER TABLE %s DROP CONSTRAINT idem_etl_bound", final_qual));
+	sql_exec(psprintf("ALTER TABLE %s DROP CONSTRAINT idem_etl_bound", final_qual));
 	AtEOXact_GUC(true, nestlevel);
 }
 
@@ -234,7 +234,7 @@ swap_partition(const SwapSpec *s)
 {
 	for (int attempt = 0;; attempt++)
 	{
-		ErrorData  *failure = sqlb_try(swap_once, (void *) s);
+		ErrorData  *failure = sql_try(swap_once, (void *) s);
 
 		if (failure == NULL)
 			return;

@@ -88,7 +88,7 @@ collapse_begin(TupleDesc desc, int nkeys, const int *keyatts, const char *order_
 	c->desc = desc;
 	c->nkeys = nkeys;
 	c->keyatts = keyatts;
-	c->ob = order_by ? order_by_prepare(desc, order_by, alias) : NULL;
+	c->ob = order_by ? ordering_prepare(desc, order_by, alias) : NULL;
 	c->stage_row = stage_row;
 	c->arg = arg;
 	c->cxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl held rows",
@@ -102,19 +102,19 @@ collapse_begin(TupleDesc desc, int nkeys, const int *keyatts, const char *order_
 	return c;
 }
 
-/* The order_by values order_by_eval left are the held row's. */
+/* The order_by values ordering_eval left are the held row's. */
 static void
 keep_order_by(Collapse *c, HeldRow *held)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(c->cxt);
 
-	order_by_copy(c->ob, held->ob_values, held->ob_isnull);
+	ordering_copy(c->ob, held->ob_values, held->ob_isnull);
 	MemoryContextSwitchTo(oldcxt);
 	held->ob_valid = true;
 }
 
 /*
- * Make the row the held one; with order_by, its values as order_by_eval
+ * Make the row the held one; with order_by, its values as ordering_eval
  * left them for it (ob_valid), or none yet.
  */
 static void
@@ -165,7 +165,7 @@ held_order_by(Collapse *c, HeldRow *held)
 {
 	if (held->ob_valid)
 		return;
-	order_by_eval(c->ob, c->desc, held->values, held->isnull);
+	ordering_eval(c->ob, c->desc, held->values, held->isnull);
 	keep_order_by(c, held);
 }
 
@@ -217,9 +217,9 @@ collapse_row(Collapse *c, uint64 keyhash, Datum *values, bool *isnull)
 		return true;
 	}
 	if (held->released ||
-		!rows_same_image(c->desc, c->nkeys, c->keyatts, values, isnull, held->values, held->isnull))
+		!compare_rows_same_image(c->desc, c->nkeys, c->keyatts, values, isnull, held->values, held->isnull))
 		return false;
-	if (rows_same_image(c->desc, c->desc->natts, NULL, values, isnull, held->values, held->isnull))
+	if (compare_rows_same_image(c->desc, c->desc->natts, NULL, values, isnull, held->values, held->isnull))
 	{
 		c->ndropped++;
 		return true;
@@ -227,8 +227,8 @@ collapse_row(Collapse *c, uint64 keyhash, Datum *values, bool *isnull)
 	if (c->ob)
 	{
 		held_order_by(c, held);
-		order_by_eval(c->ob, c->desc, values, isnull);
-		cmp = order_by_compare(c->ob, held->ob_values, held->ob_isnull);
+		ordering_eval(c->ob, c->desc, values, isnull);
+		cmp = ordering_compare(c->ob, held->ob_values, held->ob_isnull);
 		if (cmp > 0)
 		{
 			c->ndropped++;
@@ -254,7 +254,7 @@ collapse_end(Collapse *c)
 	if (c->held)
 		give_up(c);
 	if (c->ob)
-		order_by_end(c->ob);
+		ordering_end(c->ob);
 	MemoryContextDelete(c->cxt);
 	pfree(c);
 }

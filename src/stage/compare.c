@@ -8,7 +8,7 @@
  * they are stricter than "=" (1.0 vs 1.00, 'A' vs 'a' under a case-insensitive
  * collation), so an unchanged row is one whose stored bytes would not change.
  * Comparing pairs of arguments is cheaper than ROW(...) *= ROW(...), which
- * builds two tuples for every row of the batch.  rows_same_image compares
+ * builds two tuples for every row of the batch.  compare_rows_same_image compares
  * two rows of a staged batch the same way, in C.
  */
 #include "postgres.h"
@@ -74,7 +74,7 @@ idem_etl_same_image(PG_FUNCTION_ARGS)
  * n attributes atts (0-based), or in the first n when atts is NULL?
  */
 bool
-rows_same_image(TupleDesc desc, int n, const int *atts,
+compare_rows_same_image(TupleDesc desc, int n, const int *atts,
 				Datum *v1, bool *n1, Datum *v2, bool *n2)
 {
 	for (int i = 0; i < n; i++)

@@ -31,7 +31,7 @@
  * when it cannot be evaluated row by row here.
  */
 OrderBy *
-order_by_prepare(TupleDesc desc, const char *order_by, const char *alias)
+ordering_prepare(TupleDesc desc, const char *order_by, const char *alias)
 {
 	StringInfoData sql;
 	SPIPlanPtr	plan;
@@ -112,7 +112,7 @@ order_by_prepare(TupleDesc desc, const char *order_by, const char *alias)
 
 /* Evaluate order_by over a row into ob->values (short-lived memory). */
 void
-order_by_eval(OrderBy *ob, TupleDesc desc, Datum *values, bool *isnull)
+ordering_eval(OrderBy *ob, TupleDesc desc, Datum *values, bool *isnull)
 {
 	ResetExprContext(ob->econtext);
 	ExecClearTuple(ob->slot);
@@ -123,9 +123,9 @@ order_by_eval(OrderBy *ob, TupleDesc desc, Datum *values, bool *isnull)
 		ob->values[i] = ExecEvalExpr(ob->exprs[i], ob->econtext, &ob->isnull[i]);
 }
 
-/* Copy the values order_by_eval left into values, isnull (current context). */
+/* Copy the values ordering_eval left into values, isnull (current context). */
 void
-order_by_copy(OrderBy *ob, Datum *values, bool *isnull)
+ordering_copy(OrderBy *ob, Datum *values, bool *isnull)
 {
 	for (int i = 0; i < ob->n; i++)
 	{
@@ -140,7 +140,7 @@ order_by_copy(OrderBy *ob, Datum *values, bool *isnull)
  * are given, 0 on a tie (peers, as rank() sees them).
  */
 int
-order_by_compare(OrderBy *ob, const Datum *values, const bool *isnull)
+ordering_compare(OrderBy *ob, const Datum *values, const bool *isnull)
 {
 	for (int i = 0; i < ob->n; i++)
 	{
@@ -154,7 +154,7 @@ order_by_compare(OrderBy *ob, const Datum *values, const bool *isnull)
 }
 
 void
-order_by_end(OrderBy *ob)
+ordering_end(OrderBy *ob)
 {
 	FreeExprContext(ob->econtext, true);
 	ExecDropSingleTupleTableSlot(ob->slot);
@@ -165,7 +165,7 @@ order_by_end(OrderBy *ob)
  * compares them: their types' default btree ordering, their collations.
  */
 KeyOrder *
-key_order_prepare(TupleDesc desc, int nkeys, const int *keyatts)
+ordering_key_prepare(TupleDesc desc, int nkeys, const int *keyatts)
 {
 	KeyOrder   *ko = palloc0(sizeof(KeyOrder));
 
@@ -191,7 +191,7 @@ key_order_prepare(TupleDesc desc, int nkeys, const int *keyatts)
 
 /* Do two rows of desc have the same key? */
 bool
-key_order_equal(KeyOrder *ko, Datum *v1, bool *n1, Datum *v2, bool *n2)
+ordering_key_equal(KeyOrder *ko, Datum *v1, bool *n1, Datum *v2, bool *n2)
 {
 	for (int i = 0; i < ko->n; i++)
 	{

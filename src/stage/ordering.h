@@ -32,12 +32,12 @@ typedef struct KeyOrder
 	SortSupportData *ssup;
 } KeyOrder;
 
-extern OrderBy *order_by_prepare(TupleDesc desc, const char *order_by, const char *alias);
-extern void order_by_eval(OrderBy *ob, TupleDesc desc, Datum *values, bool *isnull);
-extern void order_by_copy(OrderBy *ob, Datum *values, bool *isnull);
-extern int	order_by_compare(OrderBy *ob, const Datum *values, const bool *isnull);
-extern void order_by_end(OrderBy *ob);
-extern KeyOrder *key_order_prepare(TupleDesc desc, int nkeys, const int *keyatts);
-extern bool key_order_equal(KeyOrder *ko, Datum *v1, bool *n1, Datum *v2, bool *n2);
+extern OrderBy *ordering_prepare(TupleDesc desc, const char *order_by, const char *alias);
+extern void ordering_eval(OrderBy *ob, TupleDesc desc, Datum *values, bool *isnull);
+extern void ordering_copy(OrderBy *ob, Datum *values, bool *isnull);
+extern int	ordering_compare(OrderBy *ob, const Datum *values, const bool *isnull);
+extern void ordering_end(OrderBy *ob);
+extern KeyOrder *ordering_key_prepare(TupleDesc desc, int nkeys, const int *keyatts);
+extern bool ordering_key_equal(KeyOrder *ko, Datum *v1, bool *n1, Datum *v2, bool *n2);
 
 #endif							/* IDEM_ORDERING_H */

@@ -44,7 +44,7 @@
 #include "stage/collapse.h"
 #include "stage/keycheck.h"
 #include "state/progress.h"
-#include "util/sql_build.h"
+#include "util/sql.h"
 #include "stage/stage.h"
 
 /*
@@ -78,7 +78,7 @@ stage_register(const char *purpose, TupleDesc desc)
  * Publish the relation for the statements that follow, with its row count.
  * Its name is the same at every call (idem_etl_<purpose>), so that the
  * statements reading it have the same text each time and their plans can be
- * kept (sqlb_exec_cached); only when that name is taken in this SPI
+ * kept (sql_exec_cached); only when that name is taken in this SPI
  * connection does it get a number.
  */
 static void
@@ -175,7 +175,7 @@ StagedRel *
 stage_query_filtered(const char *sql, const char *purpose, int natts,
 					 StageRowFilter keep, void *arg)
 {
-	SPIPlanPtr	plan = sqlb_prepare(sql, 0, NULL);
+	SPIPlanPtr	plan = sql_prepare(sql, 0, NULL);
 	CachedPlanSource *ps = linitial(SPI_plan_get_plan_sources(plan));
 	TupleDesc	desc;
 	FilterReceiver f;
@@ -240,8 +240,8 @@ stage_plan(TargetInfo *target, const char *source, bool fingerprint)
 	bool	   *in_source = palloc0(sizeof(bool) * target->ncolumns);
 
 	stage->fingerprint = fingerprint;
-	stage->body = sqlb_single_query(source, "source");
-	plan = sqlb_prepare(psprintf("SELECT * FROM (%s\n) AS idem_src", stage->body), 0, NULL);
+	stage->body = sql_single_query(source, "source");
+	plan = sql_prepare(psprintf("SELECT * FROM (%s\n) AS idem_src", stage->body), 0, NULL);
 	ps = linitial(SPI_plan_get_plan_sources(plan));
 	desc = ps->resultDesc;
 
@@ -1024,7 +1024,7 @@ stage_next_group(StageGroups *g, TargetInfo *target, Oid into)
 int64
 stage_query_into(const char *sql, TargetInfo *target, Oid into)
 {
-	SPIPlanPtr	plan = sqlb_prepare(sql, 0, NULL);
+	SPIPlanPtr	plan = sql_prepare(sql, 0, NULL);
 	Portal		portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
 	TupleDesc	desc = CreateTupleDescCopy(portal->tupDesc);
 	BulkLoad   *bl = bulkload_begin(into, target->relid, desc);

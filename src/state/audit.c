@@ -25,14 +25,14 @@
 #include "state/audit.h"
 #include "util/args.h"
 #include "util/settings.h"
-#include "util/sql_build.h"
+#include "util/sql.h"
 
 
 void
 audit_check_syntax(const char *expect)
 {
 	if (expect)
-		sqlb_check_expression(expect, "expect");
+		sql_check_expression(expect, "expect");
 }
 
 typedef struct CallSpans
@@ -175,7 +175,7 @@ static List *
 top_level_calls(const char *expect)
 {
 	const char *prefix = "SELECT 1 WHERE ";
-	List	   *stmts = sqlb_parse(psprintf("%s%s\n", prefix, expect));
+	List	   *stmts = sql_parse(psprintf("%s%s\n", prefix, expect));
 	SelectStmt *s = (SelectStmt *) linitial_node(RawStmt, stmts)->stmt;
 	CallSpans	spans = {NIL};
 	List	   *calls = NIL;
@@ -223,7 +223,7 @@ audit_expect(const char *expect, const char *relation, const char *target)
 		appendStringInfo(&sql, ", (%s\n)::pg_catalog.text", (char *) lfirst(lc));
 	/* HAVING makes it one group, empty batch included, and refuses bare columns */
 	appendStringInfo(&sql, " FROM %s AS batch HAVING true", relation);
-	sqlb_exec(sql.data);
+	sql_exec(sql.data);
 	ok = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	if (!isnull && DatumGetBool(ok))
 		return;

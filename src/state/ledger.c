@@ -43,7 +43,7 @@
 
 #include "util/settings.h"
 #include "state/ledger.h"
-#include "util/sql_build.h"
+#include "util/sql.h"
 
 /*
  * Advisory locks of idem_etl use their own value in the field that tells
@@ -61,7 +61,7 @@
  * instead of failing on a missing column or function.
  */
 char *
-idem_objects_version(void)
+ledger_objects_version(void)
 {
 	Relation	rel;
 	ScanKeyData key;
@@ -102,9 +102,9 @@ version_number(const char *version)
 
 /* Whether this database's objects are at least of this version. */
 bool
-idem_objects_at_least(const char *version)
+ledger_objects_at_least(const char *version)
 {
-	return version_number(idem_objects_version()) >= version_number(version);
+	return version_number(ledger_objects_version()) >= version_number(version);
 }
 
 /*
@@ -112,9 +112,9 @@ idem_objects_at_least(const char *version)
  * needs objects of a later version than this database has.
  */
 void
-idem_require_objects(const char *version, const char *what)
+ledger_require_objects(const char *version, const char *what)
 {
-	char	   *have = idem_objects_version();
+	char	   *have = ledger_objects_version();
 
 	if (version_number(have) < version_number(version))
 		ereport(ERROR,
@@ -216,7 +216,7 @@ ledger_lock_table(Oid target)
 	if (!IsolationUsesXactSnapshot())
 		return;
 	args[0] = ObjectIdGetDatum(target);
-	sqlb_prepare_kept(&plan, "SELECT run_id FROM idem_etl.runs"
+	sql_prepare_kept(&plan, "SELECT run_id FROM idem_etl.runs"
 					  " WHERE target_oid OPERATOR(pg_catalog.=) $1"
 					  " ORDER BY run_id DESC LIMIT 1", 1, argtypes);
 	latest_id = first_run_id(plan, args, GetLatestSnapshot());
@@ -277,7 +277,7 @@ ledger_prior_run(Oid target, const char *operation, const char *run_key,
 		args[3] = CStringGetTextDatum(partition_value);
 	else
 		nulls[3] = 'n';
-	plan = sqlb_prepare("SELECT run_id, fingerprint,"
+	plan = sql_prepare("SELECT run_id, fingerprint,"
 						" coalesce(rows_loaded, inserted OPERATOR(pg_catalog.+) updated"
 						" OPERATOR(pg_catalog.+) unchanged)"
 						" FROM idem_etl.runs"
@@ -316,7 +316,7 @@ static SPITupleTable *
 lookup_latest(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes, Datum *args,
 			  const char *run_key)
 {
-	SPIPlanPtr	plan = sqlb_prepare_kept(cache, sql, nargs, argtypes);
+	SPIPlanPtr	plan = sql_prepare_kept(cache, sql, nargs, argtypes);
 	int64		latest_id = first_run_id(plan, args, GetLatestSnapshot());
 	SPITupleTable *latest = SPI_tuptable;
 	uint64		nlatest = SPI_processed;
@@ -457,7 +457,7 @@ ledger_partition_prior(Oid target, Oid partoid, const char *run_key,
 	args[0] = ObjectIdGetDatum(target);
 	args[1] = CStringGetTextDatum(run_key);
 	args[3] = related_targets(target, partoid, false);
-	if (idem_objects_at_least("0.2"))
+	if (ledger_objects_at_least("0.2"))
 	{
 		args[2] = CStringGetTextDatum(bound);
 		return prior_and_change(lookup_latest(&applied_plan,
@@ -492,7 +492,7 @@ ledger_where_prior(Oid target, const char *run_key, const char *bound)
 	SPITupleTable *tt;
 	LedgerPartPrior prior;
 
-	idem_require_objects("0.2", "etl_replace_where");
+	ledger_require_objects("0.2", "etl_replace_where");
 	args[0] = ObjectIdGetDatum(target);
 	args[1] = CStringGetTextDatum(run_key);
 	args[2] = CStringGetTextDatum(bound);
@@ -519,7 +519,7 @@ ledger_where_prior(Oid target, const char *run_key, const char *bound)
 	/*
 	 * On a partitioned target the run recorded, in its transaction, a
 	 * replacement of each partition it rebuilt: each must still be there,
-	 * with the same file, and still a partition of target (see same_as_prior
+	 * with the same file, and still a partition of target (see rebuild_same_as_prior
 	 * in replace.c).
 	 */
 	if (prior.applied != 0 && get_rel_relkind(target) == RELKIND_PARTITIONED_TABLE)
@@ -583,8 +583,8 @@ exec_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes,
 	SetUserIdAndSecContext(ledger_owner(),
 						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
-	nestlevel = sqlb_pin_search_path();
-	plan = sqlb_prepare_kept(cache, sql, nargs, argtypes);
+	nestlevel = sql_pin_search_path();
+	plan = sql_prepare_kept(cache, sql, nargs, argtypes);
 	rc = SPI_execute_plan(plan, args, nulls, false, 0);
 	if (rc != expected)
 		elog(ERROR, "writing idem_etl's state failed: %s", SPI_result_code_string(rc));
@@ -636,7 +636,7 @@ int64
 ledger_purge(void)
 {
 	/* objects still at 0.1 have no partition_bound: keep every run there */
-	if (idem_run_retention <= 0 || !idem_objects_at_least("0.2"))
+	if (idem_run_retention <= 0 || !ledger_objects_at_least("0.2"))
 		return 0;
 	ledger_exec_as_owner(psprintf("WITH keep AS ("
 								  " SELECT DISTINCT ON (target_oid, operation, run_key, partition_bound) run_id"
@@ -753,7 +753,7 @@ ledger_record(const LedgerRun *run)
 		memset(nulls + 20, 'n', 2);
 
 	/* objects still at 0.1: no partition_bound nor expectation (not cached) */
-	if (!idem_objects_at_least("0.2"))
+	if (!ledger_objects_at_least("0.2"))
 		ledger_exec_as_owner("INSERT INTO idem_etl.runs (operation, target, target_oid, run_key,"
 							 " fingerprint, batch_rows, inserted, updated, unchanged, deleted,"
 							 " skipped, corrects, started_at, finished_at, run_by,"

@@ -43,9 +43,9 @@ typedef struct LedgerPrior
 } LedgerPrior;
 
 /* The version of idem_etl's objects in this database (see ledger.c). */
-extern char *idem_objects_version(void);
-extern bool idem_objects_at_least(const char *version);
-extern void idem_require_objects(const char *version, const char *what);
+extern char *ledger_objects_version(void);
+extern bool ledger_objects_at_least(const char *version);
+extern void ledger_require_objects(const char *version, const char *what);
 
 extern void ledger_lock_key(Oid target, const char *operation, const char *key);
 extern void ledger_lock_partition(Oid target, const char *bound);

@@ -17,7 +17,7 @@
 #include "stage/compare.h"
 #include "upsert/dedup.h"
 #include "stage/ordering.h"
-#include "util/sql_build.h"
+#include "util/sql.h"
 
 /*
  * Raise 21000 when two rows of relation rel share a key but differ.  Rows are
@@ -39,7 +39,7 @@ check_conflicts(TargetInfo *target, TargetKey *key, const char *rel, bool tie)
 	const char *a = target_alias(target, "a");
 
 	initStringInfo(&keys);
-	sqlb_append_columns(&keys, a, key->names, key->ncolumns);
+	sql_append_columns(&keys, a, key->names, key->ncolumns);
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT pg_catalog.count(DISTINCT k)::pg_catalog.int8, pg_catalog.min(k)"
 						   " FROM (SELECT pg_catalog.concat('('");
@@ -52,9 +52,9 @@ check_conflicts(TargetInfo *target, TargetKey *key, const char *rel, bool tie)
 					 " FROM %s %s WINDOW w AS (PARTITION BY %s ORDER BY %s USING OPERATOR(pg_catalog.*<))) c"
 					 " WHERE n OPERATOR(pg_catalog.>) 1 AND NOT same",
 					 a, a, rel, a, keys.data, a);
-	sqlb_exec(sql.data);
+	sql_exec(sql.data);
 
-	nkeys = sqlb_result_int8(1);
+	nkeys = sql_result_int8(1);
 	if (nkeys == 0)
 		return;
 	example = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
@@ -117,12 +117,12 @@ keep_winner(TupleTableSlot *slot, void *arg)
 	else
 	{
 		starts_key = TTS_EMPTY(w->winner) ||
-			!key_order_equal(w->key, slot->tts_values, slot->tts_isnull,
+			!ordering_key_equal(w->key, slot->tts_values, slot->tts_isnull,
 							 w->winner->tts_values, w->winner->tts_isnull);
 		if (w->ob)
-			order_by_eval(w->ob, desc, slot->tts_values, slot->tts_isnull);
+			ordering_eval(w->ob, desc, slot->tts_values, slot->tts_isnull);
 		first_place = starts_key || w->ob == NULL ||
-			order_by_compare(w->ob, w->ob_values, w->ob_isnull) == 0;
+			ordering_compare(w->ob, w->ob_values, w->ob_isnull) == 0;
 	}
 
 	if (starts_key)
@@ -138,13 +138,13 @@ keep_winner(TupleTableSlot *slot, void *arg)
 
 			MemoryContextReset(w->keycxt);
 			oldcxt = MemoryContextSwitchTo(w->keycxt);
-			order_by_copy(w->ob, w->ob_values, w->ob_isnull);
+			ordering_copy(w->ob, w->ob_values, w->ob_isnull);
 			MemoryContextSwitchTo(oldcxt);
 		}
 		return true;
 	}
 	if (first_place &&
-		!rows_same_image(desc, w->ncols, NULL, slot->tts_values, slot->tts_isnull,
+		!compare_rows_same_image(desc, w->ncols, NULL, slot->tts_values, slot->tts_isnull,
 						 w->winner->tts_values, w->winner->tts_isnull))
 		w->conflicts++;
 	return false;
@@ -168,13 +168,13 @@ pick_winners(TargetInfo *target, TargetKey *key, Stage *stage, const char *keys,
 	memset(&w, 0, sizeof(w));
 	w.ncols = stage->ncolumns;
 	if (order_by)
-		w.ob = order_by_prepare(desc, order_by, s);
+		w.ob = ordering_prepare(desc, order_by, s);
 	if (order_by == NULL || w.ob != NULL)
-		w.key = key_order_prepare(desc, key->ncolumns, stage_key_attnos(desc, key));
+		w.key = ordering_key_prepare(desc, key->ncolumns, stage_key_attnos(desc, key));
 
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT ");
-	sqlb_append_columns(&sql, s, stage->columns, stage->ncolumns);
+	sql_append_columns(&sql, s, stage->columns, stage->ncolumns);
 	if (w.key)
 	{
 		appendStringInfo(&sql, " FROM %s %s ORDER BY %s", stage->name, s, keys);
@@ -198,7 +198,7 @@ pick_winners(TargetInfo *target, TargetKey *key, Stage *stage, const char *keys,
 	ExecDropSingleTupleTableSlot(w.winner);
 	if (w.ob)
 	{
-		order_by_end(w.ob);
+		ordering_end(w.ob);
 		MemoryContextDelete(w.keycxt);
 	}
 	if (w.conflicts == 0)
@@ -224,11 +224,11 @@ dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_
 	StagedRel  *ranked = NULL;
 
 	initStringInfo(&keys);
-	sqlb_append_columns(&keys, NULL, key->names, key->ncolumns);
+	sql_append_columns(&keys, NULL, key->names, key->ncolumns);
 
 	/* order_by is checked against the stage's columns even if never needed */
 	if (order_by)
-		SPI_freeplan(sqlb_prepare(psprintf("SELECT 1 FROM %s ORDER BY %s\n",
+		SPI_freeplan(sql_prepare(psprintf("SELECT 1 FROM %s ORDER BY %s\n",
 										   stage->name, order_by), 0, NULL));
 
 	if (stage->null_key_rows > 0 && !key->nulls_not_distinct)

@@ -34,7 +34,7 @@
 #include "state/ledger.h"
 #include "state/progress.h"
 #include "util/target.h"
-#include "util/sql_build.h"
+#include "util/sql.h"
 #include "stage/stage.h"
 
 PG_FUNCTION_INFO_V1(etl_upsert_batch);
@@ -211,7 +211,7 @@ newer_ge_operator(TargetColumn *col)
 				 errmsg("newer_column \"%s\" has type %s, which has no ordering",
 						col->name, format_type_be(col->typid)),
 				 errhint("Use a column of an ordered type, such as a timestamp or a version number.")));
-	return sqlb_operator(ge);
+	return sql_operator(ge);
 }
 
 /*
@@ -310,13 +310,13 @@ count_partitioned_inserts(TargetInfo *target, TargetKey *key, KeyedBatch *batch,
 	appendStringInfo(&sql, "SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s b,"
 					 " LATERAL (SELECT FROM %s t WHERE ",
 					 batch->name, target->qualname);
-	sqlb_append_key_match(&sql, "t", "b", key->names, key->eqops, key->ncolumns,
+	sql_append_key_match(&sql, "t", "b", key->names, key->eqops, key->ncolumns,
 						  key->nulls_not_distinct);
 	appendStringInfo(&sql, " AND t.xmin OPERATOR(pg_catalog.=) '%u'::pg_catalog.xid"
 					 " AND t.cmin::pg_catalog.text::pg_catalog.int8 OPERATOR(pg_catalog.>=) %u"
 					 " AND t.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid OFFSET 0) i",
 					 xid, merge_cid);
-	return sqlb_exec_int8(sql.data);
+	return sql_exec_int8(sql.data);
 }
 
 /*
@@ -333,7 +333,7 @@ append_delta(StringInfo sql, TargetInfo *target, TargetKey *key, Stage *stage,
 			 const char *newer_column, const char *newer_ge, const char *tid)
 {
 	appendStringInfoString(sql, "SELECT ");
-	sqlb_append_columns(sql, "b", stage->columns, stage->ncolumns);
+	sql_append_columns(sql, "b", stage->columns, stage->ncolumns);
 	if (tid)
 		appendStringInfo(sql, ", t.ctid AS %s", tid);
 	if (batch->in_key_order)
@@ -341,7 +341,7 @@ append_delta(StringInfo sql, TargetInfo *target, TargetKey *key, Stage *stage,
 	else
 		appendStringInfo(sql, " FROM (SELECT * FROM %s ORDER BY %s) b", batch->name, keys);
 	appendStringInfo(sql, " LEFT JOIN %s%s t ON ", target_only(target), target->qualname);
-	sqlb_append_key_match(sql, "t", "b", key->names, key->eqops, key->ncolumns,
+	sql_append_key_match(sql, "t", "b", key->names, key->eqops, key->ncolumns,
 						  key->nulls_not_distinct);
 	appendStringInfoString(sql, " WHERE t.ctid IS NULL");
 	if (nset > 0)
@@ -379,9 +379,9 @@ append_insert(StringInfo sql, TargetInfo *target, Stage *stage, const char *keys
 			  bool in_order)
 {
 	appendStringInfo(sql, "INSERT INTO %s AS t (", target->qualname);
-	sqlb_append_columns(sql, NULL, stage->columns, stage->ncolumns);
+	sql_append_columns(sql, NULL, stage->columns, stage->ncolumns);
 	appendStringInfoString(sql, ") SELECT ");
-	sqlb_append_columns(sql, NULL, stage->columns, stage->ncolumns);
+	sql_append_columns(sql, NULL, stage->columns, stage->ncolumns);
 	appendStringInfoString(sql, " FROM idem_delta");
 	if (where)
 		appendStringInfo(sql, " WHERE %s", where);
@@ -496,7 +496,7 @@ typedef struct MergeRun
 
 /*
  * Batches of up to this many keys merge through a plan kept for the session
- * (sqlb_exec_cached): for them, parsing and planning the statement costs
+ * (sql_exec_cached): for them, parsing and planning the statement costs
  * more than running it.  The kept plan was made for a batch of that order
  * of size (a nested loop over the key index); larger batches are planned
  * for their own size.
@@ -521,12 +521,12 @@ run_merge(void *arg)
 	MergeRun   *m = (MergeRun *) arg;
 
 	if (m->cached)
-		sqlb_exec_cached(m->sql);
+		sql_exec_cached(m->sql);
 	else
-		sqlb_exec(m->sql);
-	m->written = sqlb_result_int8(1);
-	m->inserted = sqlb_result_int8(2);
-	m->missed = SPI_tuptable->tupdesc->natts > 2 ? sqlb_result_int8(3) : 0;
+		sql_exec(m->sql);
+	m->written = sql_result_int8(1);
+	m->inserted = sql_result_int8(2);
+	m->missed = SPI_tuptable->tupdesc->natts > 2 ? sql_result_int8(3) : 0;
 }
 
 /*
@@ -584,7 +584,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	bool		done = false;
 
 	initStringInfo(&keys);
-	sqlb_append_columns(&keys, NULL, key->names, key->ncolumns);
+	sql_append_columns(&keys, NULL, key->names, key->ncolumns);
 
 	/*
 	 * Probe the key index once per batch row, as ON CONFLICT itself does,
@@ -668,7 +668,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 						 " FROM idem_delta) d%s",
 						 inserted, inserted, tid, tid, returned);
 		m.sql = sql.data;
-		failure = sqlb_try(run_merge, &m);
+		failure = sql_try(run_merge, &m);
 		if (failure == NULL)
 			done = true;
 		else if (!lost_key_race(target, key, failure))
@@ -733,17 +733,17 @@ delete_missing_rows(TargetInfo *target, TargetKey *key, KeyedBatch *batch,
 	}
 	appendStringInfo(&sql, "DELETE FROM %s%s WHERE (%s\n) AND NOT EXISTS (SELECT 1 FROM %s %s WHERE ",
 					 target_only(target), target->qualname, condition, batch->name, b);
-	sqlb_append_key_match(&sql, quote_identifier(target->relname), b,
+	sql_append_key_match(&sql, quote_identifier(target->relname), b,
 						  key->names, key->eqops, key->ncolumns, false);
 	appendStringInfoChar(&sql, ')');
 	if (key->nulls_not_distinct)
 	{
 		appendStringInfo(&sql, " AND NOT EXISTS (SELECT 1 FROM idem_etl_null_keys %s WHERE ", b);
-		sqlb_append_key_match(&sql, quote_identifier(target->relname), b,
+		sql_append_key_match(&sql, quote_identifier(target->relname), b,
 							  key->names, key->eqops, key->ncolumns, true);
 		appendStringInfoChar(&sql, ')');
 	}
-	return (int64) sqlb_exec(sql.data);
+	return (int64) sql_exec(sql.data);
 }
 
 static void
@@ -805,9 +805,9 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	run.target_oid = target->relid;
 	key = target_key(target, args.key_columns);
 	if (args.order_by)
-		sqlb_check_sort_list(args.order_by, "order_by");
+		sql_check_sort_list(args.order_by, "order_by");
 	if (args.delete_missing)
-		sqlb_check_expression(args.delete_missing, "delete_missing");
+		sql_check_expression(args.delete_missing, "delete_missing");
 	audit_check_syntax(args.expect);
 	if (args.newer_column && target_column(target, args.newer_column) == NULL)
 		ereport(ERROR,

@@ -29,7 +29,7 @@
 #include "utils/typcache.h"
 
 #include "util/target.h"
-#include "util/sql_build.h"
+#include "util/sql.h"
 
 /*
  * Refuse a caller who has none of the privileges in mode on the table (for
@@ -345,7 +345,7 @@ find_unique_index(Relation rel, TargetKey *key, AttrNumber *attnums)
 		{
 			key->eqops = palloc(sizeof(char *) * key->ncolumns);
 			for (int j = 0; j < key->ncolumns; j++)
-				key->eqops[j] = sqlb_operator(lookup_type_cache(TupleDescAttr(RelationGetDescr(rel), attnums[j] - 1)->atttypid,
+				key->eqops[j] = sql_operator(lookup_type_cache(TupleDescAttr(RelationGetDescr(rel), attnums[j] - 1)->atttypid,
 																TYPECACHE_EQ_OPR)->eq_opr);
 			key->nulls_not_distinct = idx->indnullsnotdistinct;
 			found = true;

@@ -34,7 +34,7 @@
 #include "util/settings.h"
 #include "worker/jobs.h"
 #include "state/ledger.h"
-#include "util/sql_build.h"
+#include "util/sql.h"
 #include "worker/worker.h"
 
 PG_FUNCTION_INFO_V1(etl_submit);
@@ -73,7 +73,7 @@ require_preload(void)
 static void
 check_command(const char *command)
 {
-	List	   *stmts = sqlb_parse(command);
+	List	   *stmts = sql_parse(command);
 
 	if (list_length(stmts) != 1)
 		ereport(ERROR,
@@ -135,7 +135,7 @@ submit(const char *command, const char *job_name, int32 max_attempts,
 							 " AND job_name OPERATOR(pg_catalog.=) $1 AND " JOB_PENDING,
 							 2, nametypes, name, NULL, SPI_OK_SELECT);
 		if (SPI_processed > 0)
-			return sqlb_result_int8(1);
+			return sql_result_int8(1);
 		args[1] = name[0];
 	}
 	else
@@ -150,7 +150,7 @@ submit(const char *command, const char *job_name, int32 max_attempts,
 						 " VALUES ($1, $2, $3, $4, $5, $6) RETURNING job_id",
 						 6, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
 	worker_note_due(run_after);
-	return sqlb_result_int8(1);
+	return sql_result_int8(1);
 }
 
 Datum
@@ -360,7 +360,7 @@ job_status_plan(void)
 {
 	Oid			argtypes[1] = {INT8OID};
 
-	return sqlb_prepare("SELECT status, worker_pid FROM idem_etl.jobs"
+	return sql_prepare("SELECT status, worker_pid FROM idem_etl.jobs"
 						" WHERE job_id OPERATOR(pg_catalog.=) $1"
 						" AND pg_catalog.pg_has_role(submitted_by_oid, 'MEMBER')", 1, argtypes);
 }
@@ -573,7 +573,7 @@ jobs_next_due(int *queued, TimestampTz *next_due, TimestampTz *next_housekeeping
 	bool		isnull;
 	Datum		d;
 
-	sqlb_exec(psprintf("SELECT (SELECT pg_catalog.count(*)::pg_catalog.int4 FROM idem_etl.jobs"
+	sql_exec(psprintf("SELECT (SELECT pg_catalog.count(*)::pg_catalog.int4 FROM idem_etl.jobs"
 					   "  WHERE status OPERATOR(pg_catalog.=) 'queued'),"
 					   " (SELECT pg_catalog.min(run_after) FROM idem_etl.jobs"
 					   "  WHERE status OPERATOR(pg_catalog.=) 'queued'),"
@@ -598,7 +598,7 @@ jobs_claim_next(int64 *job_id, Oid *roleoid)
 {
 	bool		isnull;
 
-	sqlb_exec("UPDATE idem_etl.jobs SET status = 'running',"
+	sql_exec("UPDATE idem_etl.jobs SET status = 'running',"
 			  " attempts = attempts OPERATOR(pg_catalog.+) 1,"
 			  " started_at = pg_catalog.now(), worker_pid = NULL"
 			  " WHERE job_id OPERATOR(pg_catalog.=) (SELECT job_id FROM idem_etl.jobs"
@@ -621,7 +621,7 @@ jobs_claim_next(int64 *job_id, Oid *roleoid)
 void
 jobs_unclaim(int64 job_id)
 {
-	sqlb_exec(psprintf("UPDATE idem_etl.jobs SET status = 'queued',"
+	sql_exec(psprintf("UPDATE idem_etl.jobs SET status = 'queued',"
 					   " attempts = attempts OPERATOR(pg_catalog.-) 1"
 					   " WHERE job_id OPERATOR(pg_catalog.=) ANY (ARRAY("
 					   "SELECT job_id FROM idem_etl.jobs"
@@ -649,7 +649,7 @@ jobs_fail(int64 job_id, const char *message)
 int
 jobs_purge_finished(void)
 {
-	sqlb_exec(psprintf("DELETE FROM idem_etl.jobs WHERE job_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+	sql_exec(psprintf("DELETE FROM idem_etl.jobs WHERE job_id OPERATOR(pg_catalog.=) ANY (ARRAY("
 					   "SELECT job_id FROM idem_etl.jobs WHERE " JOB_ENDED
 					   " AND finished_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
 					   " OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => %d))"

@@ -86,7 +86,6 @@ extern List *worker_known_databases(void);
 extern void worker_add_database(Oid dboid, TimestampTz housekeeping);
 extern void worker_forget_database(Oid dboid);
 extern Oid	worker_next_visit(TimestampTz now, int *nclaim, TimestampTz *wake);
-extern void worker_visit_started(Oid dboid, TimestampTz now);
 extern bool worker_visit_reported(Oid dboid, TimestampTz since);
 extern void worker_visit_failed(Oid dboid, TimestampTz retry_after);
 extern void worker_release_reserved(Oid dboid);
@@ -121,8 +120,8 @@ extern void worker_pin_session(void);
 extern void worker_register_launcher(void);
 
 /* Entry points, named in BackgroundWorker.bgw_function_name */
-extern PGDLLEXPORT void idem_launcher_main(Datum arg);
-extern PGDLLEXPORT void idem_dispatcher_main(Datum arg);
-extern PGDLLEXPORT void idem_job_main(Datum arg);
+extern PGDLLEXPORT void worker_launcher_main(Datum arg);
+extern PGDLLEXPORT void worker_dispatcher_main(Datum arg);
+extern PGDLLEXPORT void worker_job_main(Datum arg);
 
 #endif							/* IDEM_WORKER_H */

@@ -37,7 +37,7 @@
 #include "worker/jobs.h"
 #include "replace/kept.h"
 #include "state/ledger.h"
-#include "util/sql_build.h"
+#include "util/sql.h"
 #include "worker/worker.h"
 #include "util/settings.h"
 
@@ -88,7 +88,7 @@ janitor(void)
 
 	for (size_t i = 0; i < lengthof(steps); i++)
 	{
-		ErrorData  *failure = sqlb_try(steps[i], NULL);
+		ErrorData  *failure = sql_try(steps[i], NULL);
 
 		if (failure)
 			ereport(WARNING,
@@ -105,7 +105,7 @@ typedef struct Claimed
 } Claimed;
 
 void
-idem_dispatcher_main(Datum arg)
+worker_dispatcher_main(Datum arg)
 {
 	DispatchStart ds;
 	MemoryContext outside;

@@ -23,7 +23,7 @@
 #include "worker/worker.h"
 
 void
-idem_job_main(Datum arg)
+worker_job_main(Datum arg)
 {
 	JobStart	job;
 	char	   *command;

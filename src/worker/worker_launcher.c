@@ -50,7 +50,7 @@ worker_register_launcher(void)
 {
 	BackgroundWorker bgw;
 
-	worker_describe(&bgw, "idem_launcher_main", "idem_etl launcher");
+	worker_describe(&bgw, "worker_launcher_main", "idem_etl launcher");
 	bgw.bgw_restart_time = 5;
 	RegisterBackgroundWorker(&bgw);
 }
@@ -178,7 +178,7 @@ start_jobs(void)
 	{
 		BackgroundWorker bgw;
 
-		worker_describe(&bgw, "idem_job_main", "idem_etl job");
+		worker_describe(&bgw, "worker_job_main", "idem_etl job");
 		snprintf(bgw.bgw_name, BGW_MAXLEN, "idem_etl job " INT64_FORMAT, job.job_id);
 		memcpy(bgw.bgw_extra, &job, sizeof(JobStart));
 		if (start_worker(&bgw, &job_handles[job.slot]))
@@ -209,7 +209,7 @@ dispatch(TimestampTz now)
 	ds.dboid = worker_next_visit(now, &ds.nclaim, &wake);
 	if (!OidIsValid(ds.dboid))
 		return wake;
-	worker_describe(&bgw, "idem_dispatcher_main", "idem_etl dispatcher");
+	worker_describe(&bgw, "worker_dispatcher_main", "idem_etl dispatcher");
 	snprintf(bgw.bgw_name, BGW_MAXLEN, "idem_etl dispatcher for database %u", ds.dboid);
 	memcpy(bgw.bgw_extra, &ds, sizeof(DispatchStart));
 	if (!start_worker(&bgw, &dispatcher))
@@ -229,7 +229,7 @@ dispatch(TimestampTz now)
  * live in TopMemoryContext and are freed when the workers are reaped.
  */
 void
-idem_launcher_main(Datum arg)
+worker_launcher_main(Datum arg)
 {
 	MemoryContext loopcxt;
 	ListCell   *lc;

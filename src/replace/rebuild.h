@@ -1,11 +1,12 @@
 /*
- * replace.h
- *		What the replace functions share: replace.c (etl_replace_partition,
- *		etl_replace_partitions, one partition replaced) and replace_where.c
- *		(etl_replace_where, and the slices of etl_replace_partition).
+ * rebuild.h
+ *		One partition (or a plain table's rows for a value) rebuilt: what
+ *		replace.c (etl_replace_partition, etl_replace_partitions) and
+ *		replace_where.c (etl_replace_where, and the slices of
+ *		etl_replace_partition) share.
  */
-#ifndef IDEM_REPLACE_H
-#define IDEM_REPLACE_H
+#ifndef IDEM_REBUILD_H
+#define IDEM_REBUILD_H
 
 #include "datatype/timestamp.h"
 #include "fmgr.h"
@@ -39,20 +40,21 @@ typedef struct ReplaceResult
 
 /*
  * Why a run_key rerun loads a partition again that the run it matches left
- * in place (same_as_prior, and etl_replace_where's partitions).
+ * in place (rebuild_same_as_prior, and etl_replace_where's partitions).
  */
 #define REPLACE_PARTITION_GONE_DETAIL \
 	"The partition was dropped, detached, replaced by another table, or rewritten (TRUNCATE, VACUUM FULL, CLUSTER) since."
 
-extern Interval *replace_keep_interval(FunctionCallInfo fcinfo, int n);
-extern void replace_start_run(LedgerRun *run, ReplaceArgs *a, const char *value,
-							  const char *bound, const char *table);
-extern const char *replace_default_part_name(PartKey *pk);
-extern void replace_refuse_null_values(ReplaceArgs *a);
-extern void replace_lock_writers(Oid relid);
-extern void replace_slot(ReplaceArgs *a, PartSlot *slot, StageGroups *g,
+extern Interval *rebuild_keep_interval(FunctionCallInfo fcinfo, int n);
+extern char *rebuild_options(Stage *stage, const char *bound);
+extern bool rebuild_same_as_prior(ReplaceArgs *a, Oid partoid, const char *value,
+							   const char *bound, LedgerRun *run);
+extern void rebuild_start_run(LedgerRun *run, ReplaceArgs *a, const char *value,
+						   const char *bound, const char *table);
+extern const char *rebuild_default_part_name(PartKey *pk);
+extern void rebuild_refuse_null_values(ReplaceArgs *a);
+extern void rebuild_lock_writers(Oid relid);
+extern void rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g,
 						 const char *fingerprint, int64 nrows, ReplaceResult *r);
-extern int64 replace_where_run(ReplaceArgs *a, char *run_key, LedgerRun *run,
-							   ReplaceResult *total);
 
-#endif							/* IDEM_REPLACE_H */
+#endif							/* IDEM_REBUILD_H */

@@ -1,5 +1,5 @@
 /*
- * sql_build.c
+ * sql.c
  *		Building the SQL that idem_etl runs, and running it through SPI as
  *		exactly one statement.
  *
@@ -24,7 +24,7 @@
 #include "utils/resowner.h"
 #include "utils/syscache.h"
 
-#include "util/sql_build.h"
+#include "util/sql.h"
 
 /*
  * A syntax error's position refers to the argument's text, not to the
@@ -45,7 +45,7 @@ parse_error_callback(void *arg)
 }
 
 List *
-sqlb_parse(const char *sql)
+sql_parse(const char *sql)
 {
 	ErrorContextCallback errcallback;
 	List	   *stmts;
@@ -69,7 +69,7 @@ parse_wrapped(const char *prefix, const char *fragment)
 	List	   *stmts;
 	Node	   *stmt;
 
-	stmts = sqlb_parse(psprintf("%s%s\n", prefix, fragment));
+	stmts = sql_parse(psprintf("%s%s\n", prefix, fragment));
 	if (list_length(stmts) != 1)
 		return NULL;
 	stmt = linitial_node(RawStmt, stmts)->stmt;
@@ -114,9 +114,9 @@ select_is_read_only(SelectStmt *s)
  * Returns its text without a trailing semicolon, ready to be a subquery.
  */
 char *
-sqlb_single_query(const char *sql, const char *argname)
+sql_single_query(const char *sql, const char *argname)
 {
-	List	   *stmts = sqlb_parse(sql);
+	List	   *stmts = sql_parse(sql);
 	RawStmt    *raw;
 
 	if (list_length(stmts) != 1 ||
@@ -138,7 +138,7 @@ sqlb_single_query(const char *sql, const char *argname)
 }
 
 void
-sqlb_check_sort_list(const char *fragment, const char *argname)
+sql_check_sort_list(const char *fragment, const char *argname)
 {
 	SelectStmt *s = parse_wrapped("SELECT 1 ORDER BY ", fragment);
 	ListCell   *lc;
@@ -170,7 +170,7 @@ sqlb_check_sort_list(const char *fragment, const char *argname)
 }
 
 void
-sqlb_check_expression(const char *fragment, const char *argname)
+sql_check_expression(const char *fragment, const char *argname)
 {
 	SelectStmt *s = parse_wrapped("SELECT 1 WHERE ", fragment);
 
@@ -183,7 +183,7 @@ sqlb_check_expression(const char *fragment, const char *argname)
 }
 
 SPIPlanPtr
-sqlb_prepare(const char *sql, int nargs, Oid *argtypes)
+sql_prepare(const char *sql, int nargs, Oid *argtypes)
 {
 	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
 
@@ -206,15 +206,15 @@ sqlb_prepare(const char *sql, int nargs, Oid *argtypes)
  * memory.  Never freed by the caller.
  */
 SPIPlanPtr
-sqlb_prepare_kept(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
+sql_prepare_kept(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
 {
 	SPIPlanPtr	plan;
 
 	if (cache == NULL)
-		return sqlb_prepare(sql, nargs, argtypes);
+		return sql_prepare(sql, nargs, argtypes);
 	if (*cache != NULL)
 		return *cache;
-	plan = sqlb_prepare(sql, nargs, argtypes);
+	plan = sql_prepare(sql, nargs, argtypes);
 	if (SPI_keepplan(plan) != 0)
 		elog(ERROR, "could not keep the plan of a statement");
 	*cache = plan;
@@ -251,7 +251,7 @@ static int	plan_cache_used = 0;
 static int	plan_cache_running = 0; /* kept plans executing, nested */
 
 /*
- * pg_noinline: inlined into sqlb_exec_cached, its locals would live across
+ * pg_noinline: inlined into sql_exec_cached, its locals would live across
  * that function's PG_TRY (setjmp), which -Wclobbered rightly distrusts.
  */
 static pg_noinline SPIPlanPtr
@@ -272,7 +272,7 @@ cached_plan(const char *sql, bool *kept)
 	if (plan_cache_used == PLAN_CACHE_SIZE && plan_cache_running > 0)
 	{
 		*kept = false;
-		return sqlb_prepare(sql, 0, NULL);
+		return sql_prepare(sql, 0, NULL);
 	}
 	if (plan_cache_used == PLAN_CACHE_SIZE)
 	{
@@ -283,7 +283,7 @@ cached_plan(const char *sql, bool *kept)
 		}
 		plan_cache_used = 0;
 	}
-	plan = sqlb_prepare(sql, 0, NULL);
+	plan = sql_prepare(sql, 0, NULL);
 	if (SPI_keepplan(plan) != 0)
 		elog(ERROR, "could not keep the plan of a statement");
 	entry = &plan_cache[plan_cache_used++];
@@ -293,9 +293,9 @@ cached_plan(const char *sql, bool *kept)
 	return plan;
 }
 
-/* sqlb_exec through a plan kept for the session (cached_plan). */
+/* sql_exec through a plan kept for the session (cached_plan). */
 uint64
-sqlb_exec_cached(const char *sql)
+sql_exec_cached(const char *sql)
 {
 	bool		kept;
 	SPIPlanPtr	plan = cached_plan(sql, &kept);
@@ -319,9 +319,9 @@ sqlb_exec_cached(const char *sql)
 }
 
 uint64
-sqlb_exec(const char *sql)
+sql_exec(const char *sql)
 {
-	SPIPlanPtr	plan = sqlb_prepare(sql, 0, NULL);
+	SPIPlanPtr	plan = sql_prepare(sql, 0, NULL);
 	int			rc = SPI_execute_plan(plan, NULL, NULL, false, 0);
 
 	if (rc < 0)
@@ -332,7 +332,7 @@ sqlb_exec(const char *sql)
 
 /* Column col (from 1) of the first row of the last result, NULL as 0. */
 int64
-sqlb_result_int8(int col)
+sql_result_int8(int col)
 {
 	bool		isnull;
 	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
@@ -342,16 +342,16 @@ sqlb_result_int8(int col)
 
 /* Run a query returning one bigint (NULL reads as 0). */
 int64
-sqlb_exec_int8(const char *sql)
+sql_exec_int8(const char *sql)
 {
-	sqlb_exec(sql);
+	sql_exec(sql);
 	if (SPI_processed != 1)
 		elog(ERROR, "expected one row, got " UINT64_FORMAT, SPI_processed);
-	return sqlb_result_int8(1);
+	return sql_result_int8(1);
 }
 
 void
-sqlb_append_columns(StringInfo buf, const char *alias, char **names, int n)
+sql_append_columns(StringInfo buf, const char *alias, char **names, int n)
 {
 	for (int i = 0; i < n; i++)
 	{
@@ -369,7 +369,7 @@ sqlb_append_columns(StringInfo buf, const char *alias, char **names, int n)
  * another function in its place.
  */
 char *
-sqlb_operator(Oid opno)
+sql_operator(Oid opno)
 {
 	HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
 	Form_pg_operator op;
@@ -393,7 +393,7 @@ sqlb_operator(Oid opno)
  * look its operator up by name, and so that the key's index can be used.
  */
 void
-sqlb_append_key_match(StringInfo buf, const char *left, const char *right,
+sql_append_key_match(StringInfo buf, const char *left, const char *right,
 					  char **names, char **eqops, int n, bool nulls_match)
 {
 	for (int i = 0; i < n; i++)
@@ -417,7 +417,7 @@ sqlb_append_key_match(StringInfo buf, const char *left, const char *right,
  * the caller's and for the workers' sessions.
  */
 int
-sqlb_pin_search_path(void)
+sql_pin_search_path(void)
 {
 	int			nestlevel = NewGUCNestLevel();
 
@@ -435,7 +435,7 @@ sqlb_pin_search_path(void)
  * the caller's statement ends as the user asked.
  */
 ErrorData *
-sqlb_try(void (*fn) (void *), void *arg)
+sql_try(void (*fn) (void *), void *arg)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
