@@ -63,7 +63,7 @@ all install installcheck:
 	@exit 1
 endif
 
-.PHONY: deps demo test test-all bench test-assert test-valgrind deb deb-17 deb-18 deb-19 test-deb
+.PHONY: deps demo test test-all lint bench test-assert test-valgrind deb deb-17 deb-18 deb-19 test-deb
 
 deps:
 	./test/install-deps
@@ -80,6 +80,13 @@ test: deps
 # pg_cron and 19 run in debootstrap chroots (test/majors/).
 test-all: deps
 	./test/majors/all
+
+# lint: the static checks (qualified SQL, layers, pgindent's formatting;
+# the last needs PostgreSQL 18's source, fetched and built like test-assert's)
+lint: deps
+	./test/lint/check-qualified
+	./test/lint/check-layers
+	./test/lint/check-format
 
 bench: deps
 	./test/bench/run-bench

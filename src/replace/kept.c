@@ -103,9 +103,11 @@ kept_table_intact(Oid kept_oid, const char *kept_table)
 static void
 forget_kept(Datum kept_id)
 {
+	Oid			argtypes[1] = {INT8OID};
+
 	ledger_exec_as_owner("DELETE FROM idem_etl.replaced_partitions"
 						 " WHERE kept_id OPERATOR(pg_catalog.=) $1",
-						 1, (Oid[]) {INT8OID}, &kept_id, NULL, SPI_OK_DELETE);
+						 1, argtypes, &kept_id, NULL, SPI_OK_DELETE);
 }
 
 /*
@@ -157,9 +159,9 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 
 	/*
 	 * The partition that holds the value, locked as replacements lock it;
-	 * none when it was dropped since (the parent's lock, which
-	 * swap_serialize took, keeps one from being created meanwhile), and
-	 * then no new bounds need be inferred: the kept version has its own.
+	 * none when it was dropped since (the parent's lock, which swap_serialize
+	 * took, keeps one from being created meanwhile), and then no new bounds
+	 * need be inferred: the kept version has its own.
 	 */
 	if (OidIsValid(partmap_find(target, pk, value)))
 		slot = partmap_slot_locked(target, pk, value, NULL);
@@ -170,8 +172,8 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	}
 
 	/*
-	 * The partition's latest kept version, found by its bound: every value
-	 * of a month names the monthly partition.  When no partition holds the
+	 * The partition's latest kept version, found by its bound: every value of
+	 * a month names the monthly partition.  When no partition holds the
 	 * value, a version kept for that very value will do.
 	 */
 	args[0] = ObjectIdGetDatum(relid);
@@ -207,9 +209,9 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	displaced = *slot;
 
 	/*
-	 * A restore swaps rows in and out as a replacement does: refused where
-	 * a trigger on INSERT or DELETE would be skipped, with the partition
-	 * held against new ones until the swap (see rebuild_partition).
+	 * A restore swaps rows in and out as a replacement does: refused where a
+	 * trigger on INSERT or DELETE would be skipped, with the partition held
+	 * against new ones until the swap (see rebuild_partition).
 	 */
 	if (OidIsValid(displaced.partoid))
 		LockRelationOid(displaced.partoid, ShareUpdateExclusiveLock);
@@ -253,11 +255,11 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	run.partition_table = psprintf("%s.%s", spec.schema, quote_identifier(slot->name));
 	run.partition_oid = restored;
 	run.rows_loaded = sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s.%s",
-											  spec.schema, quote_identifier(slot->name)));
+											 spec.schema, quote_identifier(slot->name)));
 	if (OidIsValid(displaced.partoid))
 	{
 		run.rows_replaced = sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s.%s",
-													spec.schema, quote_identifier(spec.keep_name)));
+												   spec.schema, quote_identifier(spec.keep_name)));
 		kept_record(target, &displaced, spec.schema, spec.keep_name,
 					ledger_record(&run), kept_for);
 	}

@@ -59,17 +59,17 @@ newpart_create(TargetInfo *parent, PartKey *pk, PartSlot *slot)
 	np->qualname = psprintf("%s.%s", np->schema, quote_identifier(np->relname));
 	/* in the partition's tablespace, or for a new one the parent's */
 	sql_exec(psprintf("CREATE %sTABLE %s (LIKE %s INCLUDING ALL EXCLUDING INDEXES EXCLUDING IDENTITY)%s%s",
-					   get_rel_persistence(shape) == RELPERSISTENCE_UNLOGGED ? "UNLOGGED " : "",
-					   np->qualname,
-					   quote_qualified_identifier(get_namespace_name(get_rel_namespace(shape)),
-												  get_rel_name(shape)),
-					   OidIsValid(get_rel_tablespace(shape)) ? " TABLESPACE " : "",
-					   OidIsValid(get_rel_tablespace(shape)) ?
-					   quote_identifier(get_tablespace_name(get_rel_tablespace(shape))) : ""));
+					  get_rel_persistence(shape) == RELPERSISTENCE_UNLOGGED ? "UNLOGGED " : "",
+					  np->qualname,
+					  quote_qualified_identifier(get_namespace_name(get_rel_namespace(shape)),
+												 get_rel_name(shape)),
+					  OidIsValid(get_rel_tablespace(shape)) ? " TABLESPACE " : "",
+					  OidIsValid(get_rel_tablespace(shape)) ?
+					  quote_identifier(get_tablespace_name(get_rel_tablespace(shape))) : ""));
 	np->relid = get_relname_relid(np->relname, get_rel_namespace(parent->relid));
 	if (pk->column->notnull)
 		sql_exec(psprintf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL", np->qualname,
-						   quote_identifier(pk->column->name)));
+						  quote_identifier(pk->column->name)));
 	return np;
 }
 
@@ -105,9 +105,9 @@ newpart_bound(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot)
 	if (failure->sqlerrcode != ERRCODE_CHECK_VIOLATION)
 		ReThrowError(failure);
 	sql_exec(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8,"
-					   " pg_catalog.min(coalesce(%s::pg_catalog.text, 'NULL'))"
-					   " FROM %s WHERE NOT coalesce((%s), false)",
-					   col, np->qualname, slot->check_sql));
+					  " pg_catalog.min(coalesce(%s::pg_catalog.text, 'NULL'))"
+					  " FROM %s WHERE NOT coalesce((%s), false)",
+					  col, np->qualname, slot->check_sql));
 	ereport(ERROR,
 			(errcode(ERRCODE_CHECK_VIOLATION),
 			 errmsg("%lld row(s) of the source do not belong in partition \"%s\" of \"%s\"",
@@ -159,6 +159,7 @@ build_indexes(NewPart *np, Oid shape)
 		ReleaseSysCache(tup);
 
 		CHECK_FOR_INTERRUPTS();
+
 		/*
 		 * The definitions as ALTER TABLE rebuilds them, with the index's
 		 * storage parameters and tablespace: "ALTER TABLE table ADD
@@ -182,7 +183,7 @@ build_indexes(NewPart *np, Oid shape)
 		if (strncmp(def, prefix, strlen(prefix)) != 0)
 			elog(ERROR, "unexpected index definition: %s", def);
 		sql_exec(psprintf("CREATE %sINDEX ON %s USING %s", unique ? "UNIQUE " : "",
-						   np->qualname, def + strlen(prefix)));
+						  np->qualname, def + strlen(prefix)));
 	}
 }
 
@@ -210,17 +211,17 @@ add_foreign_keys(NewPart *np, TargetInfo *parent)
 	}
 	args[0] = ObjectIdGetDatum(parent->relid);
 	sql_prepare_kept(&plan, "SELECT conname, pg_catalog.pg_get_constraintdef(oid)"
-					  " FROM pg_catalog.pg_constraint"
-					  " WHERE conrelid OPERATOR(pg_catalog.=) $1"
-					  " AND contype OPERATOR(pg_catalog.=) 'f' ORDER BY oid", 1, argtypes);
+					 " FROM pg_catalog.pg_constraint"
+					 " WHERE conrelid OPERATOR(pg_catalog.=) $1"
+					 " AND contype OPERATOR(pg_catalog.=) 'f' ORDER BY oid", 1, argtypes);
 	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "listing foreign keys failed");
 	n = SPI_processed;
 	tuptable = SPI_tuptable;
 	for (uint64 i = 0; i < n; i++)
 		sql_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT %s %s", np->qualname,
-						   quote_identifier(SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 1)),
-						   SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 2)));
+						  quote_identifier(SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 1)),
+						  SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 2)));
 }
 
 /*
@@ -231,7 +232,7 @@ void
 newpart_add_bound(const char *qualname, PartSlot *slot)
 {
 	sql_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT %s CHECK (%s)",
-					   qualname, BOUND_CONSTRAINT, slot->check_sql));
+					  qualname, BOUND_CONSTRAINT, slot->check_sql));
 }
 
 /*
@@ -489,9 +490,9 @@ newpart_copy_privileges(Oid from, Oid to)
 		ReleaseSysCache(totup);
 		/* with ALTER TABLE's checks: the caller must be able to give it */
 		sql_exec(psprintf("ALTER TABLE %s OWNER TO %s",
-						   quote_qualified_identifier(get_namespace_name(get_rel_namespace(to)),
-													  get_rel_name(to)),
-						   quote_identifier(GetUserNameFromId(owner, false))));
+						  quote_qualified_identifier(get_namespace_name(get_rel_namespace(to)),
+													 get_rel_name(to)),
+						  quote_identifier(GetUserNameFromId(owner, false))));
 		CommandCounterIncrement();
 	}
 	else
@@ -588,7 +589,7 @@ parent_replica_identity(NewPart *np, TargetInfo *parent)
 
 	if (ident == REPLICA_IDENTITY_FULL || ident == REPLICA_IDENTITY_NOTHING)
 		sql_exec(psprintf("ALTER TABLE %s REPLICA IDENTITY %s", np->qualname,
-						   ident == REPLICA_IDENTITY_FULL ? "FULL" : "NOTHING"));
+						  ident == REPLICA_IDENTITY_FULL ? "FULL" : "NOTHING"));
 }
 
 /*
@@ -609,9 +610,9 @@ newpart_check_carryable(TargetInfo *parent, Oid partoid)
 	if (!compat_in_publication_by_name(partoid))
 		return;
 	sql_prepare_kept(&plan, "SELECT p.pubname FROM pg_catalog.pg_publication_rel r"
-					  " JOIN pg_catalog.pg_publication p ON p.oid OPERATOR(pg_catalog.=) r.prpubid"
-					  " WHERE r.prrelid OPERATOR(pg_catalog.=) $1 ORDER BY 1 LIMIT 1",
-					  1, argtypes);
+					 " JOIN pg_catalog.pg_publication p ON p.oid OPERATOR(pg_catalog.=) r.prpubid"
+					 " WHERE r.prrelid OPERATOR(pg_catalog.=) $1 ORDER BY 1 LIMIT 1",
+					 1, argtypes);
 	if (SPI_execute_plan(plan, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "reading publications failed");
 	if (SPI_processed > 0)
@@ -635,7 +636,7 @@ newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot)
 
 	if (pk->column->notnull)
 		sql_exec(psprintf("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL", np->qualname,
-						   quote_identifier(pk->column->name)));
+						  quote_identifier(pk->column->name)));
 	build_indexes(np, OidIsValid(slot->partoid) ? slot->partoid : parent->relid);
 	add_foreign_keys(np, parent);
 	sql_exec(psprintf("ANALYZE %s", np->qualname));
@@ -645,4 +646,3 @@ newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot)
 		parent_replica_identity(np, parent);
 	AtEOXact_GUC(true, nestlevel);
 }
-

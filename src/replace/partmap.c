@@ -106,14 +106,15 @@ partmap_key(TargetInfo *target, const char *partition_column)
 	pk->column = target_column(target, keycol);
 	pk->opfamily = key->partopfamily[0];
 	pk->opcintype = key->partopcintype[0];
+
 	/*
 	 * The partition descriptor goes into the relcache; what building it
-	 * parses (every partition's bound) is left in the current context, a
-	 * few megabytes with thousands of partitions.  Freed at once, that
-	 * memory serves the builds of the swap's DETACH and ATTACH, as it does
-	 * between the statements of a hand-written swap; kept to the end of the
-	 * call, each build takes fresh memory, and the page faults of a new
-	 * session's fresh memory cost more than the parsing.
+	 * parses (every partition's bound) is left in the current context, a few
+	 * megabytes with thousands of partitions.  Freed at once, that memory
+	 * serves the builds of the swap's DETACH and ATTACH, as it does between
+	 * the statements of a hand-written swap; kept to the end of the call,
+	 * each build takes fresh memory, and the page faults of a new session's
+	 * fresh memory cost more than the parsing.
 	 */
 	tmpcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl partition bounds",
 								   ALLOCSET_DEFAULT_SIZES);
@@ -124,10 +125,10 @@ partmap_key(TargetInfo *target, const char *partition_column)
 	MemoryContextDelete(tmpcxt);
 
 	/*
-	 * A partition whose DETACH ... CONCURRENTLY has not finished is left
-	 * out of what the partitions are read from here, yet its bounds would
-	 * still make the ATTACH of an overlapping new partition fail, at the
-	 * end of all the work.
+	 * A partition whose DETACH ... CONCURRENTLY has not finished is left out
+	 * of what the partitions are read from here, yet its bounds would still
+	 * make the ATTACH of an overlapping new partition fail, at the end of all
+	 * the work.
 	 */
 	if (detached)
 		ereport(ERROR,
@@ -634,11 +635,11 @@ new_range_bounds(TargetInfo *target, PartKey *pk, PartitionDesc pd,
 						   " ORDER BY c.n LIMIT 1",
 						   type, ts, type, ts, type, ts, type, ts);
 		else
+
 			/*
-			 * Integer keys: the common width w and offset o of the
-			 * siblings; the new partition is the one of that grid that
-			 * holds v.  mod(mod(x, w) + w, w) is x's offset, negative x
-			 * included.
+			 * Integer keys: the common width w and offset o of the siblings;
+			 * the new partition is the one of that grid that holds v.
+			 * mod(mod(x, w) + w, w) is x's offset, negative x included.
 			 */
 			sql = psprintf("WITH b AS (SELECT b.lo::%s AS lo,"
 						   " b.hi::%s OPERATOR(pg_catalog.-) b.lo::%s AS w"
@@ -746,10 +747,10 @@ existing_partition(PartSlot *slot, Oid partoid, TargetInfo *target, PartKey *pk)
 		elog(ERROR, "partition %u vanished", partoid);
 
 	/*
-	 * The new partition is built, and the replaced one kept, in the
-	 * parent's schema, where the partition is looked up by name: one in
-	 * another schema (ALTER TABLE ... SET SCHEMA moves only the parent)
-	 * would not be found there, or another table of its name would.
+	 * The new partition is built, and the replaced one kept, in the parent's
+	 * schema, where the partition is looked up by name: one in another schema
+	 * (ALTER TABLE ... SET SCHEMA moves only the parent) would not be found
+	 * there, or another table of its name would.
 	 */
 	if (((Form_pg_class) GETSTRUCT(tup))->relnamespace != get_rel_namespace(target->relid))
 		ereport(ERROR,

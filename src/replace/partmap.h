@@ -39,6 +39,6 @@ extern PartSlot *partmap_slot(TargetInfo *target, PartKey *pk, const char *value
 extern char *partmap_slice_check(TargetInfo *target, PartKey *pk, PartSlot *slot,
 								 Interval *granularity, char **range);
 extern PartSlot *partmap_slot_locked(TargetInfo *target, PartKey *pk,
-									  const char *value, Interval *granularity);
+									 const char *value, Interval *granularity);
 
 #endif							/* IDEM_PARTMAP_H */

@@ -91,7 +91,7 @@ rebuild_options(Stage *stage, const char *bound)
  */
 bool
 rebuild_same_as_prior(ReplaceArgs *a, Oid partoid, const char *value, const char *bound,
-			  LedgerRun *run)
+					  LedgerRun *run)
 {
 	LedgerPartPrior prior;
 
@@ -119,10 +119,10 @@ rebuild_same_as_prior(ReplaceArgs *a, Oid partoid, const char *value, const char
 
 	/*
 	 * The ledger says what idem_etl did, not what became of the partition
-	 * since: a retention job may have dropped it, or somebody detached it
-	 * and attached an empty one, or truncated it.  Only the partition the
-	 * run left in place, with the same file, still holds its rows (runs
-	 * made before 0.2 did not record it: there, one that exists).
+	 * since: a retention job may have dropped it, or somebody detached it and
+	 * attached an empty one, or truncated it.  Only the partition the run
+	 * left in place, with the same file, still holds its rows (runs made
+	 * before 0.2 did not record it: there, one that exists).
 	 */
 	if (a->target->relkind == RELKIND_PARTITIONED_TABLE &&
 		(!OidIsValid(partoid) ||
@@ -156,7 +156,7 @@ expectation_text(ReplaceArgs *a)
 
 void
 rebuild_start_run(LedgerRun *run, ReplaceArgs *a, const char *value, const char *bound,
-		  const char *table)
+				  const char *table)
 {
 	memset(run, 0, sizeof(LedgerRun));
 	run->operation = OPERATION;
@@ -214,24 +214,24 @@ check_referencing_rows(ReplaceArgs *a, PartSlot *slot, const char *schema)
 		return;
 	args[0] = ObjectIdGetDatum(a->target->relid);
 	sql_prepare_kept(&plan, "SELECT c.conname, c.conrelid::pg_catalog.regclass::pg_catalog.text,"
-					  " pg_catalog.string_agg(pg_catalog.format('p.%I OPERATOR(%I.%s) r.%I',"
-					  " pa.attname, opn.nspname, op.oprname, ra.attname), ' AND ' ORDER BY k.n)"
-					  " FROM pg_catalog.pg_constraint c,"
-					  " ROWS FROM (pg_catalog.unnest(c.conkey), pg_catalog.unnest(c.confkey),"
-					  " pg_catalog.unnest(c.conpfeqop)) WITH ORDINALITY k(r, p, o, n),"
-					  " pg_catalog.pg_attribute ra, pg_catalog.pg_attribute pa,"
-					  " pg_catalog.pg_operator op, pg_catalog.pg_namespace opn"
-					  " WHERE c.confrelid OPERATOR(pg_catalog.=) $1"
-					  " AND c.contype OPERATOR(pg_catalog.=) 'f'"
-					  " AND c.conparentid OPERATOR(pg_catalog.=) 0"
-					  " AND ra.attrelid OPERATOR(pg_catalog.=) c.conrelid"
-					  " AND ra.attnum OPERATOR(pg_catalog.=) k.r"
-					  " AND pa.attrelid OPERATOR(pg_catalog.=) c.confrelid"
-					  " AND pa.attnum OPERATOR(pg_catalog.=) k.p"
-					  " AND op.oid OPERATOR(pg_catalog.=) k.o"
-					  " AND opn.oid OPERATOR(pg_catalog.=) op.oprnamespace"
-					  " GROUP BY c.oid, c.conname, c.conrelid ORDER BY c.conname",
-					  1, argtypes);
+					 " pg_catalog.string_agg(pg_catalog.format('p.%I OPERATOR(%I.%s) r.%I',"
+					 " pa.attname, opn.nspname, op.oprname, ra.attname), ' AND ' ORDER BY k.n)"
+					 " FROM pg_catalog.pg_constraint c,"
+					 " ROWS FROM (pg_catalog.unnest(c.conkey), pg_catalog.unnest(c.confkey),"
+					 " pg_catalog.unnest(c.conpfeqop)) WITH ORDINALITY k(r, p, o, n),"
+					 " pg_catalog.pg_attribute ra, pg_catalog.pg_attribute pa,"
+					 " pg_catalog.pg_operator op, pg_catalog.pg_namespace opn"
+					 " WHERE c.confrelid OPERATOR(pg_catalog.=) $1"
+					 " AND c.contype OPERATOR(pg_catalog.=) 'f'"
+					 " AND c.conparentid OPERATOR(pg_catalog.=) 0"
+					 " AND ra.attrelid OPERATOR(pg_catalog.=) c.conrelid"
+					 " AND ra.attnum OPERATOR(pg_catalog.=) k.r"
+					 " AND pa.attrelid OPERATOR(pg_catalog.=) c.confrelid"
+					 " AND pa.attnum OPERATOR(pg_catalog.=) k.p"
+					 " AND op.oid OPERATOR(pg_catalog.=) k.o"
+					 " AND opn.oid OPERATOR(pg_catalog.=) op.oprnamespace"
+					 " GROUP BY c.oid, c.conname, c.conrelid ORDER BY c.conname",
+					 1, argtypes);
 	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "listing foreign keys that reference the target failed");
 	n = SPI_processed;
@@ -242,9 +242,9 @@ check_referencing_rows(ReplaceArgs *a, PartSlot *slot, const char *schema)
 		char	   *conrel = SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 2);
 
 		if (sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM (SELECT 1 FROM %s r"
-									" JOIN %s.%s p ON %s LIMIT 1) x",
-									conrel, schema, quote_identifier(slot->name),
-									SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 3))) > 0)
+								   " JOIN %s.%s p ON %s LIMIT 1) x",
+								   conrel, schema, quote_identifier(slot->name),
+								   SPI_getvalue(tuptable->vals[i], tuptable->tupdesc, 3))) > 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_FOREIGN_KEY_VIOLATION),
 					 errmsg("rows of \"%s\" reference partition \"%s\" of \"%s\" through foreign key \"%s\"",
@@ -284,9 +284,9 @@ carry_rows(ReplaceArgs *a, const char *from, const char *where, NewPart *np)
 			appendStringInfo(&cols, "%s%s", cols.len ? ", " : "",
 							 quote_identifier(a->target->columns[i].name));
 	return (int64) sql_exec(psprintf("INSERT INTO %s (%s) SELECT %s FROM %s AS %s"
-									  " WHERE (%s) AND NOT coalesce((%s\n), false)",
-									  np->qualname, cols.data, cols.data, from, alias,
-									  where ? where : "true", a->condition));
+									 " WHERE (%s) AND NOT coalesce((%s\n), false)",
+									 np->qualname, cols.data, cols.data, from, alias,
+									 where ? where : "true", a->condition));
 }
 
 /*
@@ -327,7 +327,7 @@ rebuild_lock_writers(Oid relid)
  */
 void
 rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fingerprint,
-			 int64 nrows, ReplaceResult *r)
+				  int64 nrows, ReplaceResult *r)
 {
 	NewPart    *np;
 	Stage		loaded = *a->stage;
@@ -339,8 +339,8 @@ rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fi
 
 	memset(r, 0, sizeof(ReplaceResult));
 	rebuild_start_run(&run, a, slot->value, slot->bound_sql,
-			  quote_qualified_identifier(get_namespace_name(get_rel_namespace(a->target->relid)),
-										 slot->name));
+					  quote_qualified_identifier(get_namespace_name(get_rel_namespace(a->target->relid)),
+												 slot->name));
 	if (OidIsValid(slot->partoid))
 	{
 		/*
@@ -377,8 +377,8 @@ rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fi
 		 * The rows outside the condition are copied below, from the
 		 * partition, which the copy replaces, or, for a new partition, from
 		 * the default partition, whose rows of the new bounds are then
-		 * deleted: a row written to either after the copy's snapshot would
-		 * be lost.
+		 * deleted: a row written to either after the copy's snapshot would be
+		 * lost.
 		 */
 		if (OidIsValid(slot->partoid))
 			rebuild_lock_writers(slot->partoid);
@@ -432,13 +432,13 @@ rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fi
 	if (OidIsValid(slot->partoid))
 	{
 		r->replaced = sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s.%s",
-											  np->schema, quote_identifier(slot->name))) - carried;
+											 np->schema, quote_identifier(slot->name))) - carried;
 		audit_shrink(a->min_ratio, a->allow_shrink, r->loaded, r->replaced,
 					 a->target->relname, psprintf("partition \"%s\"", slot->name));
 	}
 	else if (OidIsValid(a->pk->default_part))
 		r->replaced = (int64) sql_exec(psprintf("DELETE FROM %s WHERE %s",
-												 rebuild_default_part_name(a->pk), slot->check_sql)) - carried;
+												rebuild_default_part_name(a->pk), slot->check_sql)) - carried;
 
 	memset(&spec, 0, sizeof(spec));
 	spec.parent = a->target;
@@ -473,7 +473,7 @@ rebuild_refuse_null_values(ReplaceArgs *a)
 	int64		nulls;
 
 	nulls = sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s WHERE %s IS NULL",
-									a->stage->name, quote_identifier(a->pk->column->name)));
+								   a->stage->name, quote_identifier(a->pk->column->name)));
 	if (nulls > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_CHECK_VIOLATION),

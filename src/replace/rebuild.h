@@ -48,13 +48,13 @@ typedef struct ReplaceResult
 extern Interval *rebuild_keep_interval(FunctionCallInfo fcinfo, int n);
 extern char *rebuild_options(Stage *stage, const char *bound);
 extern bool rebuild_same_as_prior(ReplaceArgs *a, Oid partoid, const char *value,
-							   const char *bound, LedgerRun *run);
+								  const char *bound, LedgerRun *run);
 extern void rebuild_start_run(LedgerRun *run, ReplaceArgs *a, const char *value,
-						   const char *bound, const char *table);
+							  const char *bound, const char *table);
 extern const char *rebuild_default_part_name(PartKey *pk);
 extern void rebuild_refuse_null_values(ReplaceArgs *a);
 extern void rebuild_lock_writers(Oid relid);
 extern void rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g,
-						 const char *fingerprint, int64 nrows, ReplaceResult *r);
+							  const char *fingerprint, int64 nrows, ReplaceResult *r);
 
 #endif							/* IDEM_REBUILD_H */

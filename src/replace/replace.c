@@ -121,9 +121,9 @@ replace_in_table(ReplaceArgs *a, const char *value, ReplaceResult *r)
 	stage_load(&batch, a->target, NULL, false, NULL);
 	audit_expect(a->expect, batch.name, a->target->relname);
 	sql_exec(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8,"
-					   " pg_catalog.min(coalesce(%s::pg_catalog.text, 'NULL'))"
-					   " FROM %s WHERE NOT coalesce(%s, false)",
-					   col, batch.name, bound));
+					  " pg_catalog.min(coalesce(%s::pg_catalog.text, 'NULL'))"
+					  " FROM %s WHERE NOT coalesce(%s, false)",
+					  col, batch.name, bound));
 	example = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 	if (example != NULL)
 		ereport(ERROR,
@@ -147,11 +147,11 @@ replace_in_table(ReplaceArgs *a, const char *value, ReplaceResult *r)
 		if (a->min_ratio > 0 && !a->allow_shrink)
 			audit_shrink(a->min_ratio, false, batch.nrows,
 						 sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s%s WHERE %s",
-												 target_only(a->target), a->target->qualname, bound)),
+												target_only(a->target), a->target->qualname, bound)),
 						 a->target->relname, psprintf("the rows of %s", value));
 		progress_phase("deleting", -1);
 		r->replaced = (int64) sql_exec(psprintf("DELETE FROM %s%s WHERE %s",
-												 target_only(a->target), a->target->qualname, bound));
+												target_only(a->target), a->target->qualname, bound));
 		initStringInfo(&sql);
 		appendStringInfo(&sql, "INSERT INTO %s (", a->target->qualname);
 		sql_append_columns(&sql, NULL, batch.columns, batch.ncolumns);
@@ -394,9 +394,9 @@ replace_partitions(ReplaceArgs *a, Tuplestorestate *store, TupleDesc desc)
 		ReplaceResult r;
 
 		rebuild_partition(a, slots[s], g,
-					 stage_fingerprint(a->stage, &sums[2 * s], rows[s],
-									   rebuild_options(a->stage, slots[s]->bound_sql)),
-					 rows[s], &r);
+						  stage_fingerprint(a->stage, &sums[2 * s], rows[s],
+											rebuild_options(a->stage, slots[s]->bound_sql)),
+						  rows[s], &r);
 		put_result(store, desc, &r);
 	}
 	stage_groups_end(g);

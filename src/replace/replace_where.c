@@ -47,8 +47,8 @@ check_source_inside(ReplaceArgs *a)
 	int64		outside;
 
 	sql_exec(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8, pg_catalog.min(%s::pg_catalog.text)"
-					   " FROM %s AS %s WHERE NOT coalesce((%s\n), false)",
-					   alias, a->stage->name, alias, a->condition));
+					  " FROM %s AS %s WHERE NOT coalesce((%s\n), false)",
+					  alias, a->stage->name, alias, a->condition));
 	outside = sql_result_int8(1);
 	if (outside > 0)
 		ereport(ERROR,
@@ -70,7 +70,7 @@ where_in_table(ReplaceArgs *a, ReplaceResult *r)
 	if (a->min_ratio > 0 && !a->allow_shrink)
 		audit_shrink(a->min_ratio, false, a->stage->nrows,
 					 sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM ONLY %s AS %s"
-											 " WHERE (%s\n)", a->target->qualname, alias, a->condition)),
+											" WHERE (%s\n)", a->target->qualname, alias, a->condition)),
 					 a->target->relname, "the rows of the condition");
 	progress_phase("deleting", -1);
 
@@ -117,8 +117,8 @@ where_in_partitions(ReplaceArgs *a, const char *fingerprint, ReplaceResult *tota
 
 	if (OidIsValid(a->pk->default_part) &&
 		sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM"
-								" (SELECT FROM %s AS %s WHERE (%s\n) LIMIT 1) x",
-								rebuild_default_part_name(a->pk), alias, a->condition)) > 0)
+							   " (SELECT FROM %s AS %s WHERE (%s\n) LIMIT 1) x",
+							   rebuild_default_part_name(a->pk), alias, a->condition)) > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("the condition covers rows of the default partition of \"%s\"", a->target->relname),
@@ -128,14 +128,14 @@ where_in_partitions(ReplaceArgs *a, const char *fingerprint, ReplaceResult *tota
 	rebuild_refuse_null_values(a);
 
 	/*
-	 * A partition is found from a value; of a LIST partition that holds
-	 * NULL, a covered row that has one, if any.
+	 * A partition is found from a value; of a LIST partition that holds NULL,
+	 * a covered row that has one, if any.
 	 */
 	sql_exec(psprintf("SELECT v::pg_catalog.text FROM ("
-					   " (SELECT DISTINCT ON (tableoid) %s AS v FROM %s AS %s WHERE (%s\n)"
-					   " ORDER BY tableoid, %s IS NULL)"
-					   " UNION SELECT %s FROM %s) x ORDER BY v",
-					   col, a->target->qualname, alias, a->condition, col, col, a->stage->name));
+					  " (SELECT DISTINCT ON (tableoid) %s AS v FROM %s AS %s WHERE (%s\n)"
+					  " ORDER BY tableoid, %s IS NULL)"
+					  " UNION SELECT %s FROM %s) x ORDER BY v",
+					  col, a->target->qualname, alias, a->condition, col, col, a->stage->name));
 	n = SPI_processed;
 	values = SPI_tuptable;
 	for (uint64 i = 0; i < n; i++)
@@ -180,10 +180,10 @@ replace_where_run(ReplaceArgs *a, char *run_key, LedgerRun *run, ReplaceResult *
 	check_source_inside(a);
 
 	/*
-	 * Calls for one condition run one after the other; on a plain table
-	 * every replacement does (ledger_lock_table: a DELETE that waited for
-	 * another call's cannot see the rows that call inserted).  A
-	 * partitioned table's are serialized by swap_serialize.
+	 * Calls for one condition run one after the other; on a plain table every
+	 * replacement does (ledger_lock_table: a DELETE that waited for another
+	 * call's cannot see the rows that call inserted).  A partitioned table's
+	 * are serialized by swap_serialize.
 	 */
 	if (a->pk == NULL)
 		ledger_lock_table(a->target->relid);
@@ -202,9 +202,10 @@ replace_where_run(ReplaceArgs *a, char *run_key, LedgerRun *run, ReplaceResult *
 	if (run_key)
 	{
 		/*
-		 * As for a partition (rebuild_same_as_prior in replace.c): a correction is a
-		 * run with other rows; the same rows are loaded again, without being
-		 * a correction, when the rows or their partitions changed since.
+		 * As for a partition (rebuild_same_as_prior in replace.c): a
+		 * correction is a run with other rows; the same rows are loaded
+		 * again, without being a correction, when the rows or their
+		 * partitions changed since.
 		 */
 		prior = ledger_where_prior(a->target->relid, run_key, bound);
 		if (prior.applied != 0 && strcmp(prior.fingerprint, run->fingerprint) != 0)

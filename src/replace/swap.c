@@ -77,8 +77,8 @@ rename_indexes(Oid nspid, const char *schema, const char *table, const char *fro
 			name[fromlen] != '_' || name[fromlen + 1] == '\0')
 			continue;
 		sql_exec(psprintf("ALTER INDEX %s.%s RENAME TO %s", schema, quote_identifier(name),
-						   quote_identifier(ChooseRelationName(to, NULL, name + fromlen + 1, nspid,
-															   OidIsValid(get_index_constraint(indexoid))))));
+						  quote_identifier(ChooseRelationName(to, NULL, name + fromlen + 1, nspid,
+															  OidIsValid(get_index_constraint(indexoid))))));
 	}
 }
 
@@ -152,7 +152,7 @@ rename_statistics(Oid nspid, const char *schema, const char *table, const char *
 		}
 		if (strcmp(name, to) != 0)
 			sql_exec(psprintf("ALTER STATISTICS %s.%s RENAME TO %s", schema,
-							   quote_identifier(name), quote_identifier(to)));
+							  quote_identifier(name), quote_identifier(to)));
 	}
 }
 
@@ -210,7 +210,7 @@ swap_once(void *arg)
 		if (s->keep_name)
 		{
 			sql_exec(psprintf("ALTER TABLE %s RENAME TO %s", old_qual,
-							   quote_identifier(s->keep_name)));
+							  quote_identifier(s->keep_name)));
 			rename_indexes(nspid, s->schema, s->keep_name, s->old_name, s->keep_name);
 			rename_statistics(nspid, s->schema, s->keep_name, s->old_name, NIL);
 		}
@@ -219,12 +219,12 @@ swap_once(void *arg)
 	}
 	progress_phase("swapping", -1);
 	sql_exec(psprintf("ALTER TABLE %s.%s RENAME TO %s", s->schema,
-					   quote_identifier(s->new_name), quote_identifier(s->final_name)));
+					  quote_identifier(s->new_name), quote_identifier(s->final_name)));
 	rename_indexes(nspid, s->schema, s->final_name, s->new_name, s->final_name);
 	/* copied from the old partition by LIKE, in its order: its names */
 	rename_statistics(nspid, s->schema, s->final_name, s->new_name, old_statistics);
 	sql_exec(psprintf("ALTER TABLE %s ATTACH PARTITION %s %s", s->parent->qualname,
-					   final_qual, s->bound_sql));
+					  final_qual, s->bound_sql));
 	sql_exec(psprintf("ALTER TABLE %s DROP CONSTRAINT idem_etl_bound", final_qual));
 	AtEOXact_GUC(true, nestlevel);
 }

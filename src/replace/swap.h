@@ -13,8 +13,8 @@ typedef struct SwapSpec
 	TargetInfo *parent;
 	const char *schema;			/* quoted schema of parent and partitions */
 	const char *old_name;		/* partition to detach, or NULL */
-	const char *keep_name;		/* rename the detached one to this, or NULL
-								 * to drop it */
+	const char *keep_name;		/* rename the detached one to this, or NULL to
+								 * drop it */
 	const char *new_name;		/* the loaded table */
 	const char *final_name;		/* the name it takes as partition */
 	const char *bound_sql;		/* FOR VALUES ... */

@@ -50,10 +50,10 @@ struct BulkLoad
 	ResultRelInfo *rri;
 	int		   *rowatt;			/* per attribute of rel: the row's column
 								 * giving it (0-based), or -1 */
-	ExprState **defaults;		/* per attribute no column gives: its
-								 * default, or NULL */
-	int			max_rows;		/* 1 with a volatile default: it may read
-								 * what the rows before wrote */
+	ExprState **defaults;		/* per attribute no column gives: its default,
+								 * or NULL */
+	int			max_rows;		/* 1 with a volatile default: it may read what
+								 * the rows before wrote */
 	MemoryContext cxt;			/* of bulkload_begin's caller */
 	TupleDesc	slotdesc;		/* of the slots: see bulkload_begin */
 	TupleTableSlot **slots;		/* the rows buffered, materialized */
@@ -181,10 +181,10 @@ bulkload_begin(Oid into, Oid defaults_from, TupleDesc rowdesc)
 	bl->cxt = CurrentMemoryContext;
 
 	/*
-	 * The slots hold rows of rel's shape, but a copy of its descriptor,
-	 * which is not reference-counted: a slot on the relation's own would
-	 * register with the resource owner, and releasing a thousand such
-	 * registrations cost more than a tenth of a millisecond per call.
+	 * The slots hold rows of rel's shape, but a copy of its descriptor, which
+	 * is not reference-counted: a slot on the relation's own would register
+	 * with the resource owner, and releasing a thousand such registrations
+	 * cost more than a tenth of a millisecond per call.
 	 */
 	bl->slotdesc = CreateTupleDescCopy(desc);
 	bl->slots = palloc0(sizeof(TupleTableSlot *) * bl->max_rows);

@@ -75,7 +75,7 @@ idem_etl_same_image(PG_FUNCTION_ARGS)
  */
 bool
 compare_rows_same_image(TupleDesc desc, int n, const int *atts,
-				Datum *v1, bool *n1, Datum *v2, bool *n2)
+						Datum *v1, bool *n1, Datum *v2, bool *n2)
 {
 	for (int i = 0; i < n; i++)
 	{

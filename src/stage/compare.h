@@ -8,6 +8,6 @@
 #include "access/tupdesc.h"
 
 extern bool compare_rows_same_image(TupleDesc desc, int n, const int *atts,
-							Datum *v1, bool *n1, Datum *v2, bool *n2);
+									Datum *v1, bool *n1, Datum *v2, bool *n2);
 
 #endif							/* IDEM_COMPARE_H */

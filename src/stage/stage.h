@@ -36,8 +36,8 @@ typedef struct Stage
 	int			ncolumns;		/* the columns to write, in target order */
 	char	  **columns;
 	int64		nrows;			/* as the source produced them */
-	int64		ncollapsed;		/* of them, rows that could not win their
-								 * key, not staged (collapse.c) */
+	int64		ncollapsed;		/* of them, rows that could not win their key,
+								 * not staged (collapse.c) */
 	bool		fingerprint;	/* hash the rows for the fingerprint (false:
 								 * the fingerprint is '') */
 
@@ -45,7 +45,7 @@ typedef struct Stage
 	uint64		sum[2];
 	/* ... and for the key checks of dedup.c: */
 	int64		null_key_rows;	/* rows with a NULL in a key column */
-	struct KeyCheck *key_check;	/* a hash per non-NULL key, checked by
+	struct KeyCheck *key_check; /* a hash per non-NULL key, checked by
 								 * stage_keys_distinct */
 } Stage;
 
@@ -87,7 +87,7 @@ extern StageGroups *stage_groups(StagedRel *sorted, StageRun *runs, int nruns,
 extern int64 stage_next_group(StageGroups *g, TargetInfo *target, Oid into);
 extern int64 stage_query_into(const char *sql, TargetInfo *target, Oid into);
 extern StagedRel *stage_select_runs(StagedRel *sorted, StageRun *runs, int nruns,
-									 const bool *take, const char *purpose);
+									const bool *take, const char *purpose);
 extern void stage_groups_end(StageGroups *g);
 extern StagedRel *stage_query(const char *sql, const char *purpose);
 typedef bool (*StageRowFilter) (TupleTableSlot *slot, void *arg);

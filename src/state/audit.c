@@ -52,8 +52,8 @@ collect_calls(Node *node, void *context)
 		return collect_calls(((SubLink *) node)->testexpr, context);
 
 	/*
-	 * Calls written as calls: the grammar makes calls of some SQL syntax
-	 * too (AT TIME ZONE, IS NORMALIZED, OVERLAPS), located at a keyword.
+	 * Calls written as calls: the grammar makes calls of some SQL syntax too
+	 * (AT TIME ZONE, IS NORMALIZED, OVERLAPS), located at a keyword.
 	 */
 	if (IsA(node, FuncCall) && ((FuncCall *) node)->location >= 0
 		&& ((FuncCall *) node)->funcformat == COERCE_EXPLICIT_CALL)
@@ -109,7 +109,8 @@ call_end(const char *start)
 	int			depth = 0;
 	bool		named = false;
 	bool		in_args = false;
-	int			expect_next = 0;	/* GROUP after WITHIN, '(' after it or FILTER */
+	int			expect_next = 0;	/* GROUP after WITHIN, '(' after it or
+									 * FILTER */
 	const char *end = NULL;
 
 	while ((tok = core_yylex(&lval, &loc, scanner)) != 0)
@@ -221,7 +222,11 @@ audit_expect(const char *expect, const char *relation, const char *target)
 	appendStringInfo(&sql, "SELECT (%s\n)::pg_catalog.bool", expect);
 	foreach(lc, calls)
 		appendStringInfo(&sql, ", (%s\n)::pg_catalog.text", (char *) lfirst(lc));
-	/* HAVING makes it one group, empty batch included, and refuses bare columns */
+
+	/*
+	 * HAVING makes it one group, empty batch included, and refuses bare
+	 * columns
+	 */
 	appendStringInfo(&sql, " FROM %s AS batch HAVING true", relation);
 	sql_exec(sql.data);
 	ok = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);

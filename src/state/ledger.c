@@ -217,8 +217,8 @@ ledger_lock_table(Oid target)
 		return;
 	args[0] = ObjectIdGetDatum(target);
 	sql_prepare_kept(&plan, "SELECT run_id FROM idem_etl.runs"
-					  " WHERE target_oid OPERATOR(pg_catalog.=) $1"
-					  " ORDER BY run_id DESC LIMIT 1", 1, argtypes);
+					 " WHERE target_oid OPERATOR(pg_catalog.=) $1"
+					 " ORDER BY run_id DESC LIMIT 1", 1, argtypes);
 	latest_id = first_run_id(plan, args, GetLatestSnapshot());
 	if (first_run_id(plan, args, GetTransactionSnapshot()) != latest_id)
 		ereport(ERROR,
@@ -278,16 +278,16 @@ ledger_prior_run(Oid target, const char *operation, const char *run_key,
 	else
 		nulls[3] = 'n';
 	plan = sql_prepare("SELECT run_id, fingerprint,"
-						" coalesce(rows_loaded, inserted OPERATOR(pg_catalog.+) updated"
-						" OPERATOR(pg_catalog.+) unchanged)"
-						" FROM idem_etl.runs"
-						" WHERE target_oid OPERATOR(pg_catalog.=) $1"
-						" AND operation OPERATOR(pg_catalog.=) $2"
-						" AND run_key OPERATOR(pg_catalog.=) $3"
-						" AND (partition_value OPERATOR(pg_catalog.=) $4"
-						" OR (partition_value IS NULL AND $4 IS NULL))"
-						" AND NOT skipped"
-						" ORDER BY run_id DESC LIMIT 1", 4, argtypes);
+					   " coalesce(rows_loaded, inserted OPERATOR(pg_catalog.+) updated"
+					   " OPERATOR(pg_catalog.+) unchanged)"
+					   " FROM idem_etl.runs"
+					   " WHERE target_oid OPERATOR(pg_catalog.=) $1"
+					   " AND operation OPERATOR(pg_catalog.=) $2"
+					   " AND run_key OPERATOR(pg_catalog.=) $3"
+					   " AND (partition_value OPERATOR(pg_catalog.=) $4"
+					   " OR (partition_value IS NULL AND $4 IS NULL))"
+					   " AND NOT skipped"
+					   " ORDER BY run_id DESC LIMIT 1", 4, argtypes);
 
 	latest = lookup_prior(plan, args, nulls, GetLatestSnapshot());
 	if (IsolationUsesXactSnapshot())
@@ -505,25 +505,27 @@ ledger_where_prior(Oid target, const char *run_key, const char *bound)
 					   " AND NOT skipped ORDER BY run_id DESC LIMIT 1",
 					   3, argtypes, args, run_key);
 	prior = prior_and_change(tt, NULL, "SELECT run_id, operation FROM idem_etl.runs"
-							" WHERE (target_oid OPERATOR(pg_catalog.=) $1"
-							" OR target_oid OPERATOR(pg_catalog.=) ANY ($4))"
-							" AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped"
-							" AND (operation OPERATOR(pg_catalog.=)"
-							" ANY ('{replace_partition,restore_partition,replace_where}'::pg_catalog.text[])"
-							" OR (operation OPERATOR(pg_catalog.=) 'upsert'"
-							" AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)"
-							" OPERATOR(pg_catalog.>) 0))"
-							" ORDER BY run_id LIMIT 1",
-							argtypes, args, run_key);
+							 " WHERE (target_oid OPERATOR(pg_catalog.=) $1"
+							 " OR target_oid OPERATOR(pg_catalog.=) ANY ($4))"
+							 " AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped"
+							 " AND (operation OPERATOR(pg_catalog.=)"
+							 " ANY ('{replace_partition,restore_partition,replace_where}'::pg_catalog.text[])"
+							 " OR (operation OPERATOR(pg_catalog.=) 'upsert'"
+							 " AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)"
+							 " OPERATOR(pg_catalog.>) 0))"
+							 " ORDER BY run_id LIMIT 1",
+							 argtypes, args, run_key);
 
 	/*
 	 * On a partitioned target the run recorded, in its transaction, a
 	 * replacement of each partition it rebuilt: each must still be there,
-	 * with the same file, and still a partition of target (see rebuild_same_as_prior
-	 * in replace.c).
+	 * with the same file, and still a partition of target (see
+	 * rebuild_same_as_prior in rebuild.c).
 	 */
 	if (prior.applied != 0 && get_rel_relkind(target) == RELKIND_PARTITIONED_TABLE)
 	{
+		Oid			runs_types[2] = {OIDOID, INT8OID};
+
 		args[1] = Int64GetDatum(prior.applied);
 		if (SPI_execute_with_args("SELECT FROM idem_etl.runs w, idem_etl.runs r"
 								  " WHERE w.run_id OPERATOR(pg_catalog.=) $2"
@@ -534,10 +536,10 @@ ledger_where_prior(Oid target, const char *run_key, const char *bound)
 								  " AND NOT EXISTS (SELECT FROM pg_catalog.pg_class c"
 								  " WHERE c.oid OPERATOR(pg_catalog.=) r.partition_oid"
 								  " AND c.relfilenode OPERATOR(pg_catalog.=) r.partition_filenode"
-								  /* and still in target's tree: not detached since */
+		/* and still in target's tree: not detached since */
 								  " AND c.oid OPERATOR(pg_catalog.=) ANY (ARRAY("
 								  " SELECT t.relid FROM pg_catalog.pg_partition_tree($1::pg_catalog.regclass) t)))"
-								  " LIMIT 1", 2, (Oid[]) {OIDOID, INT8OID}, args, NULL, true, 1) != SPI_OK_SELECT)
+								  " LIMIT 1", 2, runs_types, args, NULL, true, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not look up the partitions of run %lld", (long long) prior.applied);
 		prior.partition_gone = SPI_processed > 0;
 	}
@@ -662,14 +664,14 @@ ledger_purge(void)
 								  " SELECT x.run_id FROM idem_etl.runs x"
 								  " WHERE x.finished_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
 								  " OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => %d))"
-								  /* a dropped target's runs decide nothing (its OID may be reused) */
+	/* a dropped target's runs decide nothing (its OID may be reused) */
 								  " AND (NOT EXISTS (SELECT FROM pg_catalog.pg_class c"
 								  " WHERE c.oid OPERATOR(pg_catalog.=) x.target_oid)"
 								  " OR NOT (x.run_id OPERATOR(pg_catalog.=) ANY (ARRAY("
 								  " SELECT run_id FROM keep UNION ALL SELECT run_id FROM keep_part"
 								  " UNION ALL SELECT run_id FROM keep_upsert"
 								  " UNION ALL SELECT run_id FROM keep_target))))"
-								  /* the dispatcher runs this: never wait for a row lock */
+	/* the dispatcher runs this: never wait for a row lock */
 								  " FOR UPDATE SKIP LOCKED))",
 								  idem_run_retention),
 						 0, NULL, NULL, NULL, SPI_OK_DELETE);
@@ -700,7 +702,7 @@ ledger_record(const LedgerRun *run)
 	Oid			argtypes[22] = {TEXTOID, TEXTOID, OIDOID, TEXTOID, TEXTOID,
 		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID, INT8OID,
 		TIMESTAMPTZOID, NAMEOID, TEXTOID, TEXTOID, INT8OID, INT8OID, TEXTOID, TEXTOID,
-		OIDOID, OIDOID};
+	OIDOID, OIDOID};
 	Datum		args[22];
 	char		nulls[22];
 	bool		isnull;
@@ -763,14 +765,14 @@ ledger_record(const LedgerRun *run)
 							 18, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
 	else
 		exec_as_owner(&record_plan, "INSERT INTO idem_etl.runs (operation, target, target_oid, run_key,"
-							 " fingerprint, batch_rows, inserted, updated, unchanged, deleted,"
-							 " skipped, corrects, started_at, finished_at, run_by,"
-							 " partition_value, partition_table, rows_loaded, rows_replaced,"
-							 " partition_bound, expectation, partition_oid, partition_filenode)"
-							 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
-							 " pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18, $19, $20,"
-							 " $21, $22) RETURNING run_id",
-							 22, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
+					  " fingerprint, batch_rows, inserted, updated, unchanged, deleted,"
+					  " skipped, corrects, started_at, finished_at, run_by,"
+					  " partition_value, partition_table, rows_loaded, rows_replaced,"
+					  " partition_bound, expectation, partition_oid, partition_filenode)"
+					  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
+					  " pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18, $19, $20,"
+					  " $21, $22) RETURNING run_id",
+					  22, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 									   SPI_tuptable->tupdesc, 1, &isnull));
 }

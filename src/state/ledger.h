@@ -52,7 +52,8 @@ extern void ledger_lock_partition(Oid target, const char *bound);
 extern void ledger_lock_partitions(Oid target);
 extern void ledger_lock_table(Oid target);
 extern LedgerPrior ledger_prior_run(Oid target, const char *operation,
-									 const char *run_key, const char *partition_value);
+									const char *run_key, const char *partition_value);
+
 /*
  * What the ledger says about one partition under one run_key: the latest run
  * with that run_key that loaded it, and the first later run that changed it.
@@ -79,6 +80,7 @@ extern LedgerPartPrior ledger_partition_prior(Oid target, Oid partoid,
 extern LedgerPartPrior ledger_where_prior(Oid target, const char *run_key,
 										  const char *bound);
 extern int64 ledger_record(const LedgerRun *run);
+
 /* Longest run_key or job_name, in bytes: it must fit in an index entry. */
 #define IDEM_MAX_KEY_BYTES 1024
 

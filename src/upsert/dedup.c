@@ -118,7 +118,7 @@ keep_winner(TupleTableSlot *slot, void *arg)
 	{
 		starts_key = TTS_EMPTY(w->winner) ||
 			!ordering_key_equal(w->key, slot->tts_values, slot->tts_isnull,
-							 w->winner->tts_values, w->winner->tts_isnull);
+								w->winner->tts_values, w->winner->tts_isnull);
 		if (w->ob)
 			ordering_eval(w->ob, desc, slot->tts_values, slot->tts_isnull);
 		first_place = starts_key || w->ob == NULL ||
@@ -145,7 +145,7 @@ keep_winner(TupleTableSlot *slot, void *arg)
 	}
 	if (first_place &&
 		!compare_rows_same_image(desc, w->ncols, NULL, slot->tts_values, slot->tts_isnull,
-						 w->winner->tts_values, w->winner->tts_isnull))
+								 w->winner->tts_values, w->winner->tts_isnull))
 		w->conflicts++;
 	return false;
 }
@@ -229,7 +229,7 @@ dedup_batch(TargetInfo *target, TargetKey *key, Stage *stage, const char *order_
 	/* order_by is checked against the stage's columns even if never needed */
 	if (order_by)
 		SPI_freeplan(sql_prepare(psprintf("SELECT 1 FROM %s ORDER BY %s\n",
-										   stage->name, order_by), 0, NULL));
+										  stage->name, order_by), 0, NULL));
 
 	if (stage->null_key_rows > 0 && !key->nulls_not_distinct)
 		ereport(ERROR,

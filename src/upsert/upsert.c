@@ -299,19 +299,20 @@ count_partitioned_inserts(TargetInfo *target, TargetKey *key, KeyedBatch *batch,
 
 	if (!TransactionIdIsValid(xid))
 		return 0;
+
 	/*
 	 * One probe of the key index per batch row: a lateral subquery that
 	 * cannot be flattened (OFFSET 0), since the planner, expecting the
 	 * filters on system columns to leave about one row, would otherwise
-	 * rescan the whole batch for each row of the target (5,000 new rows:
-	 * 0.8 s, 20,000: 13 s).
+	 * rescan the whole batch for each row of the target (5,000 new rows: 0.8
+	 * s, 20,000: 13 s).
 	 */
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s b,"
 					 " LATERAL (SELECT FROM %s t WHERE ",
 					 batch->name, target->qualname);
 	sql_append_key_match(&sql, "t", "b", key->names, key->eqops, key->ncolumns,
-						  key->nulls_not_distinct);
+						 key->nulls_not_distinct);
 	appendStringInfo(&sql, " AND t.xmin OPERATOR(pg_catalog.=) '%u'::pg_catalog.xid"
 					 " AND t.cmin::pg_catalog.text::pg_catalog.int8 OPERATOR(pg_catalog.>=) %u"
 					 " AND t.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid OFFSET 0) i",
@@ -342,7 +343,7 @@ append_delta(StringInfo sql, TargetInfo *target, TargetKey *key, Stage *stage,
 		appendStringInfo(sql, " FROM (SELECT * FROM %s ORDER BY %s) b", batch->name, keys);
 	appendStringInfo(sql, " LEFT JOIN %s%s t ON ", target_only(target), target->qualname);
 	sql_append_key_match(sql, "t", "b", key->names, key->eqops, key->ncolumns,
-						  key->nulls_not_distinct);
+						 key->nulls_not_distinct);
 	appendStringInfoString(sql, " WHERE t.ctid IS NULL");
 	if (nset > 0)
 	{
@@ -425,6 +426,7 @@ append_update(StringInfo sql, TargetInfo *target, char **setcols, int nset,
 
 		appendStringInfo(sql, "%s%s = d.%s", i ? ", " : "", col, col);
 	}
+
 	/*
 	 * The rows found absent are left out before the join rather than by it:
 	 * each rescan of the TID scan asks the kernel for the table's size.
@@ -589,15 +591,15 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	/*
 	 * Probe the key index once per batch row, as ON CONFLICT itself does,
 	 * rather than hash the whole target: batches are usually much smaller
-	 * than their targets.  A batch of half its target or more may instead
-	 * be merge-joined with the target's key index read in key order, if
-	 * the planner prefers, unless its plan is kept (the next batch may be
-	 * as small as its target is large).  That holds for a batch already in
-	 * key order too, which the merge join sorts again (the planner cannot
-	 * know): 1M rows with 10% duplicates into 1M, 4.8 s probing, 4.4 s
-	 * sorting and merging.  Never a hash join: its output, in batches
-	 * beyond work_mem, is not in key order, which the writes rely on.  The
-	 * settings revert when this level ends.
+	 * than their targets.  A batch of half its target or more may instead be
+	 * merge-joined with the target's key index read in key order, if the
+	 * planner prefers, unless its plan is kept (the next batch may be as
+	 * small as its target is large).  That holds for a batch already in key
+	 * order too, which the merge join sorts again (the planner cannot know):
+	 * 1M rows with 10% duplicates into 1M, 4.8 s probing, 4.4 s sorting and
+	 * merging.  Never a hash join: its output, in batches beyond work_mem, is
+	 * not in key order, which the writes rely on.  The settings revert when
+	 * this level ends.
 	 */
 	m.cached = batch->nkeys <= MERGE_CACHED_KEYS;
 	probe_merge_joined = !m.cached && batch->nkeys >= target_rows(target) / 2;
@@ -734,13 +736,13 @@ delete_missing_rows(TargetInfo *target, TargetKey *key, KeyedBatch *batch,
 	appendStringInfo(&sql, "DELETE FROM %s%s WHERE (%s\n) AND NOT EXISTS (SELECT 1 FROM %s %s WHERE ",
 					 target_only(target), target->qualname, condition, batch->name, b);
 	sql_append_key_match(&sql, quote_identifier(target->relname), b,
-						  key->names, key->eqops, key->ncolumns, false);
+						 key->names, key->eqops, key->ncolumns, false);
 	appendStringInfoChar(&sql, ')');
 	if (key->nulls_not_distinct)
 	{
 		appendStringInfo(&sql, " AND NOT EXISTS (SELECT 1 FROM idem_etl_null_keys %s WHERE ", b);
 		sql_append_key_match(&sql, quote_identifier(target->relname), b,
-							  key->names, key->eqops, key->ncolumns, true);
+							 key->names, key->eqops, key->ncolumns, true);
 		appendStringInfoChar(&sql, ')');
 	}
 	return (int64) sql_exec(sql.data);
@@ -842,7 +844,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	audit_expect(args.expect, stage->name, target->relname);
 	run.expectation = args.expect;
 	run.fingerprint = stage_batch_fingerprint(stage, fingerprint_options(target, key, stage, &args,
-																			setcols, nset));
+																		 setcols, nset));
 
 	if (args.run_key)
 		prior = ledger_prior_run(target->relid, run.operation, args.run_key, NULL);

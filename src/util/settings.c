@@ -13,7 +13,7 @@
 
 #include "util/settings.h"
 
-int			idem_keep_replaced = 0;		/* seconds */
+int			idem_keep_replaced = 0; /* seconds */
 int			idem_lock_timeout = 5000;	/* milliseconds */
 int			idem_lock_retries = 5;
 char	   *idem_partition_time_zone = NULL;

@@ -9,16 +9,16 @@
 /* Schema holding the extension's own state (ledger, views). */
 #define IDEM_ETL_STATE_SCHEMA "idem_etl"
 
-extern int	idem_keep_replaced;		/* s */
-extern int	idem_lock_timeout;		/* ms */
+extern int	idem_keep_replaced; /* s */
+extern int	idem_lock_timeout;	/* ms */
 extern int	idem_lock_retries;
 extern char *idem_partition_time_zone;
 extern double idem_min_replaced_ratio;
 extern int	idem_max_workers;
-extern int	idem_naptime;			/* ms */
-extern int	idem_max_backoff;		/* s */
-extern int	idem_job_retention;		/* s */
-extern int	idem_run_retention;		/* s; 0: keep every run */
+extern int	idem_naptime;		/* ms */
+extern int	idem_max_backoff;	/* s */
+extern int	idem_job_retention; /* s */
+extern int	idem_run_retention; /* s; 0: keep every run */
 extern bool idem_track_progress;
 
 /* True in every process of a server that preloaded the library. */

@@ -100,12 +100,12 @@ select_is_read_only(SelectStmt *s)
 		return false;
 	if (s->withClause)
 		foreach(lc, s->withClause->ctes)
-		{
-			Node	   *q = lfirst_node(CommonTableExpr, lc)->ctequery;
+	{
+		Node	   *q = lfirst_node(CommonTableExpr, lc)->ctequery;
 
-			if (!IsA(q, SelectStmt) || !select_is_read_only((SelectStmt *) q))
-				return false;
-		}
+		if (!IsA(q, SelectStmt) || !select_is_read_only((SelectStmt *) q))
+			return false;
+	}
 	return select_is_read_only(s->larg) && select_is_read_only(s->rarg);
 }
 
@@ -151,8 +151,8 @@ sql_check_sort_list(const char *fragment, const char *argname)
 				   "Pass an ORDER BY list such as 'updated_at DESC, id'.");
 
 	/*
-	 * An integer is a column position in a query's ORDER BY and a constant
-	 * in a window's; the list is used in both, so it is neither.
+	 * An integer is a column position in a query's ORDER BY and a constant in
+	 * a window's; the list is used in both, so it is neither.
 	 */
 	foreach(lc, s->sortClause)
 	{
@@ -394,7 +394,7 @@ sql_operator(Oid opno)
  */
 void
 sql_append_key_match(StringInfo buf, const char *left, const char *right,
-					  char **names, char **eqops, int n, bool nulls_match)
+					 char **names, char **eqops, int n, bool nulls_match)
 {
 	for (int i = 0; i < n; i++)
 	{

@@ -20,7 +20,7 @@ extern void sql_check_expression(const char *fragment, const char *argname);
 /* SPI wrappers that refuse anything but one statement. */
 extern SPIPlanPtr sql_prepare(const char *sql, int nargs, Oid *argtypes);
 extern SPIPlanPtr sql_prepare_kept(SPIPlanPtr *cache, const char *sql, int nargs,
-									 Oid *argtypes);
+								   Oid *argtypes);
 extern uint64 sql_exec(const char *sql);
 extern uint64 sql_exec_cached(const char *sql);
 extern int64 sql_exec_int8(const char *sql);
@@ -30,10 +30,10 @@ extern ErrorData *sql_try(void (*fn) (void *), void *arg);
 
 /* Fragments: "a.c1, a.c2" and "a.k1 = b.k1 AND ..." over quoted names. */
 extern void sql_append_columns(StringInfo buf, const char *alias,
-								char **names, int n);
+							   char **names, int n);
 extern void sql_append_key_match(StringInfo buf, const char *left,
-								  const char *right, char **names,
-								  char **eqops, int n, bool nulls_match);
+								 const char *right, char **names,
+								 char **eqops, int n, bool nulls_match);
 extern char *sql_operator(Oid opno);
 
 extern int	sql_pin_search_path(void);

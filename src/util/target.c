@@ -82,8 +82,8 @@ target_open(Oid relid, AclMode mode, bool replacing)
 	relkind = get_rel_relkind(relid);
 
 	/*
-	 * Checked before opening it: table_open's own error for an index
-	 * differs between majors, and a view or sequence needs no lock here.
+	 * Checked before opening it: table_open's own error for an index differs
+	 * between majors, and a view or sequence needs no lock here.
 	 */
 	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
 		ereport(ERROR,
@@ -247,11 +247,11 @@ refuse_other_equality(Relation rel, HeapTuple tup, const int *position,
 	Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
 	bool		isnull;
 	oidvector  *indclass = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup,
-																	   Anum_pg_index_indclass,
-																	   &isnull));
+																		 Anum_pg_index_indclass,
+																		 &isnull));
 	oidvector  *indcoll = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup,
-																	  Anum_pg_index_indcollation,
-																	  &isnull));
+																		Anum_pg_index_indcollation,
+																		&isnull));
 
 	for (int j = 0; j < key->ncolumns; j++)
 	{
@@ -346,7 +346,7 @@ find_unique_index(Relation rel, TargetKey *key, AttrNumber *attnums)
 			key->eqops = palloc(sizeof(char *) * key->ncolumns);
 			for (int j = 0; j < key->ncolumns; j++)
 				key->eqops[j] = sql_operator(lookup_type_cache(TupleDescAttr(RelationGetDescr(rel), attnums[j] - 1)->atttypid,
-																TYPECACHE_EQ_OPR)->eq_opr);
+															   TYPECACHE_EQ_OPR)->eq_opr);
 			key->nulls_not_distinct = idx->indnullsnotdistinct;
 			found = true;
 		}
@@ -447,7 +447,10 @@ target_key(TargetInfo *target, ArrayType *key_columns)
 		attnums[i] = col->attnum;
 	}
 
-	/* ON CONFLICT refuses to infer its arbiter when any such one is deferrable */
+	/*
+	 * ON CONFLICT refuses to infer its arbiter when any such one is
+	 * deferrable
+	 */
 	refuse_deferrable(rel, target, key, attnums, false);
 	if (!find_unique_index(rel, key, attnums))
 		ereport(ERROR,

@@ -287,8 +287,8 @@ etl_backfill(PG_FUNCTION_ARGS)
 	SPI_connect();
 	command = args_text(fcinfo, 0);
 	job_name = PG_ARGISNULL(4) ? psprintf("backfill %s",
-										 text_to_cstring(DatumGetTextPP(DirectFunctionCall1(md5_text,
-																							PG_GETARG_DATUM(0))))) :
+										  text_to_cstring(DatumGetTextPP(DirectFunctionCall1(md5_text,
+																							 PG_GETARG_DATUM(0))))) :
 		args_text(fcinfo, 4);
 	foreach(lc, dates)
 	{
@@ -361,8 +361,8 @@ job_status_plan(void)
 	Oid			argtypes[1] = {INT8OID};
 
 	return sql_prepare("SELECT status, worker_pid FROM idem_etl.jobs"
-						" WHERE job_id OPERATOR(pg_catalog.=) $1"
-						" AND pg_catalog.pg_has_role(submitted_by_oid, 'MEMBER')", 1, argtypes);
+					   " WHERE job_id OPERATOR(pg_catalog.=) $1"
+					   " AND pg_catalog.pg_has_role(submitted_by_oid, 'MEMBER')", 1, argtypes);
 }
 
 static bool
@@ -455,6 +455,7 @@ etl_cancel(PG_FUNCTION_ARGS)
 						 " last_error = pg_catalog.concat('cancelled by ', pg_catalog.quote_ident($2))"
 						 " WHERE job_id OPERATOR(pg_catalog.=) $1 AND " JOB_PENDING,
 						 2, argtypes, args, NULL, SPI_OK_UPDATE);
+
 	/*
 	 * None when the job ended between the look above and the UPDATE (the
 	 * UPDATE waits for a job committing its end, then finds it ended): then
@@ -574,16 +575,16 @@ jobs_next_due(int *queued, TimestampTz *next_due, TimestampTz *next_housekeeping
 	Datum		d;
 
 	sql_exec(psprintf("SELECT (SELECT pg_catalog.count(*)::pg_catalog.int4 FROM idem_etl.jobs"
-					   "  WHERE status OPERATOR(pg_catalog.=) 'queued'),"
-					   " (SELECT pg_catalog.min(run_after) FROM idem_etl.jobs"
-					   "  WHERE status OPERATOR(pg_catalog.=) 'queued'),"
-					   " LEAST((SELECT pg_catalog.min(keep_until) FROM idem_etl.replaced_partitions),"
-					   "  (SELECT pg_catalog.min(finished_at) FROM idem_etl.jobs WHERE " JOB_ENDED ")"
-					   "  OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => %d),"
-					   /* the ledger's retention: looked at once a day */
-					   "  CASE WHEN %d OPERATOR(pg_catalog.>) 0 AND EXISTS (SELECT FROM idem_etl.runs)"
-					   "  THEN pg_catalog.now() OPERATOR(pg_catalog.+) '1 day'::pg_catalog.interval END)",
-					   idem_job_retention, idem_run_retention));
+					  "  WHERE status OPERATOR(pg_catalog.=) 'queued'),"
+					  " (SELECT pg_catalog.min(run_after) FROM idem_etl.jobs"
+					  "  WHERE status OPERATOR(pg_catalog.=) 'queued'),"
+					  " LEAST((SELECT pg_catalog.min(keep_until) FROM idem_etl.replaced_partitions),"
+					  "  (SELECT pg_catalog.min(finished_at) FROM idem_etl.jobs WHERE " JOB_ENDED ")"
+					  "  OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => %d),"
+	/* the ledger's retention: looked at once a day */
+					  "  CASE WHEN %d OPERATOR(pg_catalog.>) 0 AND EXISTS (SELECT FROM idem_etl.runs)"
+					  "  THEN pg_catalog.now() OPERATOR(pg_catalog.+) '1 day'::pg_catalog.interval END)",
+					  idem_job_retention, idem_run_retention));
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	*queued = isnull ? 0 : DatumGetInt32(d);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
@@ -599,12 +600,12 @@ jobs_claim_next(int64 *job_id, Oid *roleoid)
 	bool		isnull;
 
 	sql_exec("UPDATE idem_etl.jobs SET status = 'running',"
-			  " attempts = attempts OPERATOR(pg_catalog.+) 1,"
-			  " started_at = pg_catalog.now(), worker_pid = NULL"
-			  " WHERE job_id OPERATOR(pg_catalog.=) (SELECT job_id FROM idem_etl.jobs"
-			  " WHERE status OPERATOR(pg_catalog.=) 'queued'"
-			  " AND run_after OPERATOR(pg_catalog.<=) pg_catalog.now() ORDER BY run_after, job_id LIMIT 1"
-			  " FOR UPDATE SKIP LOCKED) RETURNING job_id, submitted_by_oid");
+			 " attempts = attempts OPERATOR(pg_catalog.+) 1,"
+			 " started_at = pg_catalog.now(), worker_pid = NULL"
+			 " WHERE job_id OPERATOR(pg_catalog.=) (SELECT job_id FROM idem_etl.jobs"
+			 " WHERE status OPERATOR(pg_catalog.=) 'queued'"
+			 " AND run_after OPERATOR(pg_catalog.<=) pg_catalog.now() ORDER BY run_after, job_id LIMIT 1"
+			 " FOR UPDATE SKIP LOCKED) RETURNING job_id, submitted_by_oid");
 	if (SPI_processed == 0)
 		return false;
 	*job_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -622,12 +623,12 @@ void
 jobs_unclaim(int64 job_id)
 {
 	sql_exec(psprintf("UPDATE idem_etl.jobs SET status = 'queued',"
-					   " attempts = attempts OPERATOR(pg_catalog.-) 1"
-					   " WHERE job_id OPERATOR(pg_catalog.=) ANY (ARRAY("
-					   "SELECT job_id FROM idem_etl.jobs"
-					   " WHERE job_id OPERATOR(pg_catalog.=) " INT64_FORMAT
-					   " AND status OPERATOR(pg_catalog.=) 'running' FOR UPDATE SKIP LOCKED))",
-					   job_id));
+					  " attempts = attempts OPERATOR(pg_catalog.-) 1"
+					  " WHERE job_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+					  "SELECT job_id FROM idem_etl.jobs"
+					  " WHERE job_id OPERATOR(pg_catalog.=) " INT64_FORMAT
+					  " AND status OPERATOR(pg_catalog.=) 'running' FOR UPDATE SKIP LOCKED))",
+					  job_id));
 }
 
 void
@@ -650,11 +651,11 @@ int
 jobs_purge_finished(void)
 {
 	sql_exec(psprintf("DELETE FROM idem_etl.jobs WHERE job_id OPERATOR(pg_catalog.=) ANY (ARRAY("
-					   "SELECT job_id FROM idem_etl.jobs WHERE " JOB_ENDED
-					   " AND finished_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
-					   " OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => %d))"
-					   " FOR UPDATE SKIP LOCKED))",
-					   idem_job_retention));
+					  "SELECT job_id FROM idem_etl.jobs WHERE " JOB_ENDED
+					  " AND finished_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
+					  " OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => %d))"
+					  " FOR UPDATE SKIP LOCKED))",
+					  idem_job_retention));
 	return (int) SPI_processed;
 }
 

@@ -52,7 +52,8 @@ typedef struct WorkerProc
 {
 	pid_t		pid;			/* 0: free entry */
 	Oid			dboid;
-	Oid			roleoid;		/* a job worker's role; InvalidOid: a dispatcher */
+	Oid			roleoid;		/* a job worker's role; InvalidOid: a
+								 * dispatcher */
 } WorkerProc;
 
 /* One database's due work, as the launcher sees it (worker_status). */

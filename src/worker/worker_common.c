@@ -158,7 +158,7 @@ worker_stop_for_dropdb(DropdbStmt *stmt, bool isTopLevel)
 		return;
 	foreach(lc, stmt->options)
 		if (strcmp(lfirst_node(DefElem, lc)->defname, "force") == 0)
-			force = true;
+		force = true;
 
 	procs = worker_database_procs(dboid);
 	if (procs == NIL)
@@ -199,9 +199,8 @@ worker_pin_session(void)
 	/*
 	 * Who the session is, first: the owner of a database may set role and
 	 * session_authorization for every session there, and the dispatcher, a
-	 * superuser, would become that role, fail on the queue's tables and
-	 * never run that database's jobs.  Looking the name up needs a
-	 * transaction.
+	 * superuser, would become that role, fail on the queue's tables and never
+	 * run that database's jobs.  Looking the name up needs a transaction.
 	 */
 	StartTransactionCommand();
 	SetConfigOption("session_authorization",

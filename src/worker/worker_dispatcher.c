@@ -193,8 +193,8 @@ worker_dispatcher_main(Datum arg)
 	 * Rows that other transactions had locked were skipped, not waited for:
 	 * the dead workers' jobs among them are looked at again soon.  And what
 	 * this visit left due (a row it skipped, a kept table in use) is not
-	 * looked at again before a naptime, so that a lock held for long does
-	 * not make the launcher start dispatcher after dispatcher.
+	 * looked at again before a naptime, so that a lock held for long does not
+	 * make the launcher start dispatcher after dispatcher.
 	 */
 	soon = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), idem_naptime);
 	if (skipped > 0 || next_housekeeping < soon)

@@ -42,7 +42,7 @@
 static BackgroundWorkerHandle *dispatcher = NULL;
 static Oid	dispatcher_db = InvalidOid;
 static TimestampTz dispatcher_started = 0;
-static BackgroundWorkerHandle **job_handles = NULL;	/* per job slot */
+static BackgroundWorkerHandle **job_handles = NULL; /* per job slot */
 static TimestampTz last_warning = 0;
 
 void
@@ -270,8 +270,7 @@ worker_launcher_main(Datum arg)
 
 		/*
 		 * Claimed jobs start once their dispatcher has exited: with one free
-		 * background worker slot left, the job worker needs the
-		 * dispatcher's.
+		 * background worker slot left, the job worker needs the dispatcher's.
 		 */
 		if (dispatcher == NULL)
 			start_jobs();
@@ -280,8 +279,8 @@ worker_launcher_main(Datum arg)
 
 		/*
 		 * Sleep until the next due time, or until a backend notes work, a
-		 * worker starts or stops (both set our latch); at most a naptime
-		 * when waiting for a worker, a minute otherwise.
+		 * worker starts or stops (both set our latch); at most a naptime when
+		 * waiting for a worker, a minute otherwise.
 		 */
 		if (wake == DT_NOEND)
 			timeout = dispatcher ? idem_naptime : 60 * 1000L;

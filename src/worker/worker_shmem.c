@@ -70,9 +70,9 @@ typedef struct DbState
 
 	/*
 	 * What was noted since the current visit began.  The visit's report
-	 * replaces next_due and next_housekeeping with what its snapshot saw;
-	 * a job queued (or requeued) after that snapshot would be lost and wait
-	 * for the next unrelated visit, so the report keeps these too.
+	 * replaces next_due and next_housekeeping with what its snapshot saw; a
+	 * job queued (or requeued) after that snapshot would be lost and wait for
+	 * the next unrelated visit, so the report keeps these too.
 	 */
 	TimestampTz noted_due;
 	TimestampTz noted_housekeeping;
@@ -635,7 +635,7 @@ worker_report_visit(Oid dboid, int queued, TimestampTz next_due,
 
 /* --- a job worker --- */
 
-static int my_slot = -1;
+static int	my_slot = -1;
 static bool my_job_finished = false;
 
 /*
@@ -692,8 +692,8 @@ worker_job_finished(int slot, bool failed)
 	db = db_entry(shared->jobs[slot].dboid, false);
 	if (db)
 		db_note_due(db, DT_NOEND,
-				 failed ? now :
-				 TimestampTzPlusMilliseconds(now, (int64) idem_job_retention * 1000));
+					failed ? now :
+					TimestampTzPlusMilliseconds(now, (int64) idem_job_retention * 1000));
 	LWLockRelease(shared->lock);
 }
 
