@@ -2,14 +2,10 @@
  * replace.c
  *		etl_replace_partition and etl_replace_partitions: replace one run
  *		value's data as a whole, so that a rerun can never append to it or
- *		half-overwrite it; and rebuild_partition, one partition rebuilt, which
- *		etl_replace_where (replace_where.c) uses too.
- *
- * For a partitioned target the new contents go into a fresh table shaped
- * like the partition, which is indexed, checked and constrained before a
- * short swap (swap.c) puts it in the old one's place; a slice or a
- * condition carries the partition's other rows into it.  For a plain table
- * the rows are deleted and the new ones inserted in the same transaction.
+ *		half-overwrite it.  Each partition is rebuilt by rebuild.c (which
+ *		etl_replace_where, in replace_where.c, uses too); a slice of a
+ *		partition goes through replace_where.c.  For a plain table the rows
+ *		are deleted and the new ones inserted in the same transaction.
  */
 #include "postgres.h"
 

@@ -9,8 +9,8 @@
 #
 # The old cluster runs the older major's installation named by
 # IDEM_UPGRADE_FROM (a directory with bin/ and, installed into it, idem_etl:
-# test/majors/run's 18-assert leg sets it to the packaged 15 that `make
-# test` installs idem_etl into).  Elsewhere the test skips.  The old cluster
+# test/assert/run sets it, for the 18-assert leg, to 15 built with
+# assertions, into which it installs idem_etl).  Elsewhere the test skips.  The old cluster
 # runs with idem_etl.max_workers = 0, so the job stays queued until the new
 # cluster's worker takes it.
 use strict;
