@@ -204,7 +204,9 @@ SELECT count(*) AS lines FROM rrefuse.lines;
 
 --
 -- ownership: every privilege on the target is not enough (42501); the
--- owner, an ordinary role, can do everything
+-- owner, an ordinary role, can do everything.  From 17 on ALL includes
+-- MAINTAIN, which does not let a role swap partitions either: DETACH and
+-- ATTACH PARTITION require ownership on every major.
 --
 CREATE ROLE idem_test_rrefuse_etl;
 GRANT USAGE, CREATE ON SCHEMA rrefuse TO idem_test_rrefuse_etl;

@@ -319,6 +319,17 @@ rebuild_lock_writers(Oid relid)
 	}
 }
 
+/* A run_key rerun matched the run that left the partition as it is. */
+static void
+record_skip(LedgerRun *run, PartSlot *slot, ReplaceResult *r)
+{
+	run->skipped = true;
+	run->partition_oid = slot->partoid;
+	r->partition = slot->partoid;
+	r->skipped = true;
+	r->run_id = ledger_record(run);
+}
+
 /*
  * Replace one partition, whose lock the caller holds.  Its new rows come
  * from the source (g == NULL), or are the next group of a staged batch
@@ -361,11 +372,7 @@ rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fi
 		if (rebuild_same_as_prior(a, slot->partoid, slot->value, slot->bound_sql, &run))
 		{
 			(void) stage_next_group(g, a->target, InvalidOid);
-			run.skipped = true;
-			run.partition_oid = slot->partoid;
-			r->partition = slot->partoid;
-			r->skipped = true;
-			r->run_id = ledger_record(&run);
+			record_skip(&run, slot, r);
 			return;
 		}
 		np = newpart_create(a->target, a->pk, slot);
@@ -411,11 +418,7 @@ rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fi
 		if (rebuild_same_as_prior(a, slot->partoid, slot->value, slot->bound_sql, &run))
 		{
 			sql_exec(psprintf("DROP TABLE %s", np->qualname));
-			run.skipped = true;
-			run.partition_oid = slot->partoid;
-			r->partition = slot->partoid;
-			r->skipped = true;
-			r->run_id = ledger_record(&run);
+			record_skip(&run, slot, r);
 			return;
 		}
 	}
