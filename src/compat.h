@@ -46,7 +46,8 @@
  * BackendId became ProcNumber, 0-based, in 17 (upstream: "Redefine backend
  * ID to be an index into the proc array"); storage/backendid.h is gone.
  * compat_my_proc_index() is this backend's 0-based slot among the
- * MaxBackends regular backends, or -1.
+ * MaxBackends regular backends, or -1.  (MAX_BACKENDS moved from
+ * postmaster/postmaster.h to storage/procnumber.h in 18.)
  */
 #if PG_VERSION_NUM >= 170000
 #include "storage/procnumber.h"

@@ -7,8 +7,10 @@
 
 #include <limits.h>
 
+#include "compat.h"
+
 #include "miscadmin.h"
-#include "postmaster/postmaster.h"	/* MAX_BACKENDS */
+#include "postmaster/postmaster.h"
 #include "utils/guc.h"
 
 #include "util/settings.h"
