@@ -91,10 +91,11 @@ lint: deps
 bench: deps
 	./test/bench/run-bench
 
-# test-assert: every suite against PostgreSQL 15 built with assertions (CI).
+# test-assert: every suite against PostgreSQL 15 built with assertions (CI
+# runs it as test-all's 15-assert leg, and 18's as 18-assert).
 # test-valgrind: the pg_regress suite with the server under Valgrind (slow,
-# not in CI).  The first run of each builds PostgreSQL into .assert-pg/
-# (test/assert/build-pg); later runs reuse that build.
+# not in CI).  The first run of each builds PostgreSQL into
+# /var/cache/idem_etl/pg-15/ (test/assert/build-pg); later runs reuse it.
 test-assert: deps
 	./test/assert/run assert
 
