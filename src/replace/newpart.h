@@ -26,5 +26,4 @@ extern void newpart_check_carryable(TargetInfo *parent, Oid partoid);
 extern void newpart_add_bound(const char *qualname, PartSlot *slot);
 extern void newpart_copy_privileges(Oid from, Oid to);
 
-
 #endif							/* IDEM_NEWPART_H */

@@ -665,7 +665,6 @@ stage_receiver_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 	}
 }
 
-
 /*
  * Run the source, once, in the caller's statement snapshot (read-only
  * execution uses the active snapshot as it is): the source sees what the

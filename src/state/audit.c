@@ -27,7 +27,6 @@
 #include "util/settings.h"
 #include "util/sql.h"
 
-
 void
 audit_check_syntax(const char *expect)
 {
@@ -62,13 +61,6 @@ collect_calls(Node *node, void *context)
 }
 
 /*
- * The end (exclusive) of the function call that starts at start: a name,
- * maybe qualified, its parenthesized arguments, and WITHIN GROUP (...) and
- * FILTER (...) after them if there; read with PostgreSQL's own scanner,
- * so that quotes of every kind and comments are skipped as the parser
- * skips them.  NULL when no such call starts there.
- */
-/*
  * The token code of a keyword.  The codes are generated into parser/gram.h,
  * which is not installed from 16 on and differs between majors, so they are
  * looked up in the scanner's own table.
@@ -90,11 +82,18 @@ keyword_token(const char *keyword)
 static bool
 is_prefixed_string(const char *tok)
 {
-	if (strchr("eEbBxXnN", tok[0]) && tok[1] == '\'')
+	if (tok[0] != '\0' && strchr("eEbBxXnN", tok[0]) && tok[1] == '\'')
 		return true;
 	return (tok[0] == 'u' || tok[0] == 'U') && tok[1] == '&' && tok[2] == '\'';
 }
 
+/*
+ * The end (exclusive) of the function call that starts at start: a name,
+ * maybe qualified, its parenthesized arguments, and WITHIN GROUP (...) and
+ * FILTER (...) after them if there; read with PostgreSQL's own scanner,
+ * so that quotes of every kind and comments are skipped as the parser
+ * skips them.  NULL when no such call starts there.
+ */
 static const char *
 call_end(const char *start)
 {

@@ -10,7 +10,6 @@
 #define ERRCODE_IDEM_EXPECTATION_FAILED MAKE_SQLSTATE('I','E','0','0','1')
 #define ERRCODE_IDEM_WOULD_SHRINK		MAKE_SQLSTATE('I','E','0','0','2')
 
-
 extern void audit_check_syntax(const char *expect);
 extern void audit_expect(const char *expect, const char *relation,
 						 const char *target);

@@ -5,7 +5,6 @@
 #ifndef IDEM_PROGRESS_H
 #define IDEM_PROGRESS_H
 
-
 extern Size progress_shmem_size(void);
 extern void progress_shmem_init(void);
 
