@@ -25,7 +25,7 @@ use lib $FindBin::RealBin;
 use IdemEtl;
 
 # Versions released before the current one, oldest first.
-my @released = ('0.1');
+my @released = ('0.1', '0.2');
 
 my $objects_sql = slurp_file("$FindBin::RealBin/../upgrade/objects.sql");
 my $node = new_node('upgrade');

@@ -1,0 +1,5 @@
+-- idem_etl 0.2 -> 0.3: turns a 0.2 installation into exactly what a fresh
+-- CREATE EXTENSION idem_etl VERSION '0.3' gives, keeping the data.  Checked
+-- by test/t/130_upgrade.pl, which compares the catalogs of an updated and of
+-- a fresh database (test/upgrade/objects.sql).
+\echo Use "ALTER EXTENSION idem_etl UPDATE TO '0.3'" to load this file. \quit

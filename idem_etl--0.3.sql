@@ -1,0 +1,289 @@
+-- idem_etl 0.3: the ledger, etl_upsert_batch, partition replacement and the job queue
+\echo Use "CREATE EXTENSION idem_etl" to load this file. \quit
+
+-- The extension's own state lives in the schema idem_etl; the user-facing
+-- functions go to the schema given to CREATE EXTENSION.
+CREATE SCHEMA idem_etl;
+GRANT USAGE ON SCHEMA idem_etl TO PUBLIC;
+
+-- The ledger: one row per committed call.  Only the extension's C code writes
+-- it, with the rights of this table's owner; everybody may read it.
+CREATE TABLE idem_etl.runs (
+    run_id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    operation    text        NOT NULL,
+    target       text        NOT NULL,
+    target_oid   oid         NOT NULL,
+    run_key      text,
+    fingerprint  text        NOT NULL,
+    batch_rows   bigint      NOT NULL,
+    inserted     bigint      NOT NULL DEFAULT 0,
+    updated      bigint      NOT NULL DEFAULT 0,
+    unchanged    bigint      NOT NULL DEFAULT 0,
+    deleted      bigint      NOT NULL DEFAULT 0,
+    partition_value text,
+    partition_table text,
+    rows_loaded  bigint,
+    rows_replaced bigint,
+    skipped      boolean     NOT NULL DEFAULT false,
+    corrects     bigint,
+    started_at   timestamptz NOT NULL,
+    finished_at  timestamptz NOT NULL,
+    run_by       name        NOT NULL,
+    -- replace and restore runs: the partition's bound (skips are keyed by it)
+    partition_bound text,
+    -- the expect that the batch met (write-audit-publish), and
+    -- min_replaced_ratio when it was checked
+    expectation  text,
+    -- replacements and restores of a partition: the partition the run left
+    -- in place, and its file; a run_key skip needs both to be still there
+    partition_oid      oid,
+    partition_filenode oid
+);
+CREATE INDEX runs_lookup ON idem_etl.runs (target_oid, operation, run_key, partition_value, run_id);
+CREATE INDEX runs_partition ON idem_etl.runs (target_oid, partition_bound, run_id);
+COMMENT ON TABLE idem_etl.runs IS 'idem_etl ledger: one row per committed call (written by the extension only)';
+
+REVOKE ALL ON idem_etl.runs FROM PUBLIC;
+GRANT SELECT ON idem_etl.runs TO PUBLIC;
+
+CREATE VIEW idem_etl.run_history AS
+SELECT run_id,
+       operation,
+       target,
+       run_key,
+       CASE WHEN skipped THEN 'skipped'
+            WHEN corrects IS NOT NULL THEN 'corrected'
+            ELSE 'applied' END AS outcome,
+       batch_rows,
+       inserted,
+       updated,
+       unchanged,
+       deleted,
+       partition_value,
+       partition_table,
+       rows_loaded,
+       rows_replaced,
+       finished_at - started_at AS duration,
+       started_at,
+       finished_at,
+       run_by,
+       corrects,
+       fingerprint,
+       expectation
+  FROM idem_etl.runs
+ ORDER BY run_id DESC;
+GRANT SELECT ON idem_etl.run_history TO PUBLIC;
+
+-- Replaced partitions kept (detached, under a generated name in the
+-- target's schema) so that etl_restore_partition can swap them back until
+-- keep_until; etl_cleanup drops them after that.  Written by the extension
+-- only, like the ledger.
+CREATE TABLE idem_etl.replaced_partitions (
+    kept_id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    target          text        NOT NULL,
+    target_oid      oid         NOT NULL,
+    partition_value text        NOT NULL,
+    partition_name  text        NOT NULL,
+    bound           text        NOT NULL,
+    check_sql       text        NOT NULL,
+    kept_table      text        NOT NULL,
+    kept_oid        oid         NOT NULL,
+    run_id          bigint,
+    replaced_at     timestamptz NOT NULL,
+    keep_until      timestamptz NOT NULL
+);
+CREATE INDEX replaced_partitions_lookup
+    ON idem_etl.replaced_partitions (target_oid, partition_value, kept_id);
+COMMENT ON TABLE idem_etl.replaced_partitions IS 'idem_etl: replaced partitions kept for etl_restore_partition (written by the extension only)';
+REVOKE ALL ON idem_etl.replaced_partitions FROM PUBLIC;
+GRANT SELECT ON idem_etl.replaced_partitions TO PUBLIC;
+
+-- The job queue of the background worker.  Written by the extension only;
+-- each role sees its own jobs (members of the submitting role and
+-- superusers see them all).
+CREATE TABLE idem_etl.jobs (
+    job_id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_name         text,
+    command          text        NOT NULL,
+    status           text        NOT NULL DEFAULT 'queued'
+                     CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+    attempts         integer     NOT NULL DEFAULT 0,
+    max_attempts     integer     NOT NULL CHECK (max_attempts BETWEEN 1 AND 100),
+    last_error       text,
+    submitted_by     name        NOT NULL,
+    submitted_by_oid oid         NOT NULL,
+    submitted_at     timestamptz NOT NULL DEFAULT now(),
+    run_after        timestamptz NOT NULL,
+    started_at       timestamptz,
+    finished_at      timestamptz,
+    worker_pid       integer
+);
+-- Job names are per submitting role: another role's job of the same name
+-- is neither returned to you nor in your way.
+CREATE UNIQUE INDEX jobs_pending_name ON idem_etl.jobs (submitted_by_oid, job_name)
+    WHERE status IN ('queued', 'running');
+CREATE INDEX jobs_due ON idem_etl.jobs (run_after, job_id) WHERE status = 'queued';
+COMMENT ON TABLE idem_etl.jobs IS 'idem_etl job queue (written by the extension only)';
+ALTER TABLE idem_etl.jobs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY jobs_of_member ON idem_etl.jobs FOR SELECT
+    USING (pg_catalog.pg_has_role(submitted_by_oid, 'MEMBER'));
+REVOKE ALL ON idem_etl.jobs FROM PUBLIC;
+GRANT SELECT ON idem_etl.jobs TO PUBLIC;
+
+-- The background worker's view of each database's work (src/worker_status.c).
+CREATE FUNCTION idem_etl.worker_status(
+    OUT database name, OUT queued integer, OUT running integer,
+    OUT next_due timestamptz, OUT oldest_due_wait interval,
+    OUT next_housekeeping timestamptz, OUT waiting_reason text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'idem_etl_worker_status'
+LANGUAGE C VOLATILE STRICT;
+CREATE VIEW idem_etl.worker_status AS SELECT * FROM idem_etl.worker_status();
+GRANT SELECT ON idem_etl.worker_status TO PUBLIC;
+COMMENT ON VIEW idem_etl.worker_status IS 'idem_etl: per database, queued and running jobs and why due jobs wait';
+
+-- Live progress of idem_etl's calls (src/progress.c), like pg_stat_progress_copy.
+CREATE FUNCTION idem_etl.progress(
+    OUT pid integer, OUT database name, OUT role name, OUT operation text,
+    OUT target text, OUT run_key text, OUT phase text,
+    OUT rows_done bigint, OUT rows_total bigint,
+    OUT phase_start timestamptz, OUT call_start timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'idem_etl_progress'
+LANGUAGE C VOLATILE STRICT;
+CREATE VIEW idem_etl.progress AS SELECT * FROM idem_etl.progress();
+GRANT SELECT ON idem_etl.progress TO PUBLIC;
+COMMENT ON VIEW idem_etl.progress IS 'idem_etl: one row per running call, with its phase and rows';
+
+-- Internal: the change test of the merge (see src/compare.c).
+CREATE FUNCTION idem_etl.same_image(VARIADIC "any") RETURNS boolean
+AS 'MODULE_PATHNAME', 'idem_etl_same_image'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION etl_upsert_batch(
+    target         regclass,
+    source         text,
+    key_columns    text[] DEFAULT NULL,
+    order_by       text   DEFAULT NULL,
+    newer_column   text   DEFAULT NULL,
+    delete_missing text   DEFAULT NULL,
+    run_key        text   DEFAULT NULL,
+    update_columns text[] DEFAULT NULL,
+    exclude_columns text[] DEFAULT NULL,
+    expect         text   DEFAULT NULL)
+RETURNS TABLE (run_id bigint, inserted bigint, updated bigint,
+               unchanged bigint, deleted bigint, skipped boolean)
+AS 'MODULE_PATHNAME', 'etl_upsert_batch'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_upsert_batch(regclass, text, text[], text, text, text, text, text[], text[], text)
+    IS 'merge a batch into a table by key; rerunning it changes nothing';
+
+CREATE FUNCTION etl_replace_partition(
+    target           regclass,
+    partition_value  text,
+    source           text,
+    partition_column text     DEFAULT NULL,
+    granularity      interval DEFAULT NULL,
+    keep_replaced    interval DEFAULT NULL,
+    run_key          text     DEFAULT NULL,
+    expect           text     DEFAULT NULL,
+    min_replaced_ratio float8 DEFAULT NULL,
+    allow_shrink     boolean  DEFAULT false)
+RETURNS TABLE (run_id bigint, partition_table regclass, rows_loaded bigint,
+               rows_replaced bigint, skipped boolean)
+AS 'MODULE_PATHNAME', 'etl_replace_partition'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_replace_partition(regclass, text, text, text, interval, interval, text, text, float8, boolean)
+    IS 'replace the partition holding one run value with the rows of a query, atomically';
+
+CREATE FUNCTION etl_replace_partitions(
+    target           regclass,
+    source           text,
+    partition_column text     DEFAULT NULL,
+    granularity      interval DEFAULT NULL,
+    keep_replaced    interval DEFAULT NULL,
+    run_key          text     DEFAULT NULL,
+    expect           text     DEFAULT NULL,
+    min_replaced_ratio float8 DEFAULT NULL,
+    allow_shrink     boolean  DEFAULT false)
+RETURNS TABLE (run_id bigint, partition_table regclass, rows_loaded bigint,
+               rows_replaced bigint, skipped boolean)
+AS 'MODULE_PATHNAME', 'etl_replace_partitions'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_replace_partitions(regclass, text, text, interval, interval, text, text, float8, boolean)
+    IS 'replace every partition the query has rows for, atomically (dynamic overwrite)';
+
+CREATE FUNCTION etl_replace_where(
+    target             regclass,
+    condition          text,
+    source             text,
+    keep_replaced      interval DEFAULT NULL,
+    run_key            text     DEFAULT NULL,
+    expect             text     DEFAULT NULL,
+    min_replaced_ratio float8   DEFAULT NULL,
+    allow_shrink       boolean  DEFAULT false)
+RETURNS TABLE (run_id bigint, rows_loaded bigint, rows_replaced bigint, skipped boolean)
+AS 'MODULE_PATHNAME', 'etl_replace_where'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_replace_where(regclass, text, text, interval, text, text, float8, boolean)
+    IS 'replace the rows satisfying a condition with the rows of a query, atomically (replaceWhere)';
+
+CREATE FUNCTION etl_restore_partition(target regclass, partition_value text)
+RETURNS regclass
+AS 'MODULE_PATHNAME', 'etl_restore_partition'
+LANGUAGE C VOLATILE STRICT SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_restore_partition(regclass, text)
+    IS 'swap the most recently replaced version of a partition back in';
+
+CREATE FUNCTION etl_cleanup() RETURNS integer
+AS 'MODULE_PATHNAME', 'etl_cleanup'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_cleanup()
+    IS 'drop replaced partitions whose keep_replaced time has passed';
+
+CREATE FUNCTION etl_submit(
+    command      text,
+    job_name     text        DEFAULT NULL,
+    max_attempts integer     DEFAULT 5,
+    run_after    timestamptz DEFAULT now())
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'etl_submit'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_submit(text, text, integer, timestamptz)
+    IS 'queue a statement for the background worker, to run as the current role with retries';
+
+CREATE FUNCTION etl_wait(job_id bigint, timeout interval DEFAULT '1 hour')
+RETURNS text
+AS 'MODULE_PATHNAME', 'etl_wait'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_wait(bigint, interval)
+    IS 'wait until a job has ended (or the timeout) and return its status';
+
+CREATE FUNCTION etl_cancel(job_id bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'etl_cancel'
+LANGUAGE C VOLATILE STRICT SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_cancel(bigint)
+    IS 'cancel a queued or running job';
+
+CREATE FUNCTION etl_backfill(
+    command    text,
+    from_value date,
+    to_value   date,
+    step       interval DEFAULT '1 day',
+    job_name   text     DEFAULT NULL)
+RETURNS SETOF bigint
+AS 'MODULE_PATHNAME', 'etl_backfill'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_backfill(text, date, date, interval, text)
+    IS 'queue one job per date, {run_date} replaced by the date, oldest first';
