@@ -228,7 +228,7 @@ check_privileges(TargetInfo *target, Stage *stage, char **setcols, int nset,
 	if (pg_class_aclcheck(target->relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for table %s", target->relname),
+				 errmsg("permission denied for table %s", target->qualname),
 				 errdetail("etl_upsert_batch reads the target's row identifiers (ctid, xmax), which need SELECT on the whole table, not on some of its columns."),
 				 errhint("Grant SELECT on the table; INSERT and UPDATE may stay on the batch's columns.")));
 	target_check_privileges(target, stage->columns, stage->ncolumns, ACL_INSERT);
