@@ -16,6 +16,7 @@ OBJS = \
 	src/stage/ordering.o \
 	src/stage/compare.o \
 	src/stage/source_rights.o \
+	src/stage/evolve.o \
 	src/upsert/dedup.o \
 	src/upsert/upsert.o \
 	src/state/ledger.o \

@@ -5,6 +5,10 @@
 \echo Use "ALTER EXTENSION idem_etl UPDATE TO '0.3'" to load this file. \quit
 
 -- ---------------------------------------------------------------------------
+-- The ledger records what on_schema_change did to a target.
+ALTER TABLE idem_etl.runs ADD COLUMN schema_changes text;
+
+-- ---------------------------------------------------------------------------
 -- Internal: counts the rows a one-statement phase reads (the merge of
 -- etl_upsert_batch), for idem_etl.progress (src/state/progress.c).
 CREATE FUNCTION idem_etl.progress_tick() RETURNS boolean
@@ -13,8 +17,8 @@ LANGUAGE C VOLATILE;
 
 -- ---------------------------------------------------------------------------
 -- etl_upsert_batch: column lists as "any" (one name, a comma list or an
--- array) and allow_shrink (an empty batch with delete_missing is refused
--- otherwise).  A new signature: the old function goes.
+-- array), allow_shrink (an empty batch with delete_missing is refused
+-- otherwise) and on_schema_change.  A new signature: the old function goes.
 DROP FUNCTION etl_upsert_batch(regclass, text, text[], text, text, text, text, text[], text[], text);
 -- key_columns, update_columns and exclude_columns are "any": a text array,
 -- or one string with a name or names separated by commas (src/util/args.c).
@@ -29,17 +33,20 @@ CREATE FUNCTION etl_upsert_batch(
     update_columns "any"  DEFAULT NULL,
     exclude_columns "any" DEFAULT NULL,
     expect         text   DEFAULT NULL,
-    allow_shrink   boolean DEFAULT NULL)
+    allow_shrink   boolean DEFAULT NULL,
+    on_schema_change text DEFAULT NULL)
 RETURNS TABLE (run_id bigint, inserted bigint, updated bigint,
                unchanged bigint, deleted bigint, skipped boolean)
 AS 'MODULE_PATHNAME', 'etl_upsert_batch'
 LANGUAGE C VOLATILE SECURITY INVOKER;
 
-COMMENT ON FUNCTION etl_upsert_batch(regclass, text, "any", text, text, text, text, "any", "any", text, boolean)
+COMMENT ON FUNCTION etl_upsert_batch(regclass, text, "any", text, text, text, text, "any", "any", text, boolean, text)
     IS 'merge a batch into a table by key; rerunning it changes nothing';
 
--- allow_shrink defaults to NULL: idem_etl.allow_shrink then decides.
-CREATE OR REPLACE FUNCTION etl_replace_partition(
+-- allow_shrink defaults to NULL: idem_etl.allow_shrink then decides;
+-- etl_replace_partition(s) take on_schema_change (a new signature).
+DROP FUNCTION etl_replace_partition(regclass, text, text, text, interval, interval, text, text, float8, boolean);
+CREATE FUNCTION etl_replace_partition(
     target           regclass,
     partition_value  text,
     source           text,
@@ -49,13 +56,15 @@ CREATE OR REPLACE FUNCTION etl_replace_partition(
     run_key          text     DEFAULT NULL,
     expect           text     DEFAULT NULL,
     min_replaced_ratio float8 DEFAULT NULL,
-    allow_shrink     boolean  DEFAULT NULL)
+    allow_shrink     boolean  DEFAULT NULL,
+    on_schema_change text     DEFAULT NULL)
 RETURNS TABLE (run_id bigint, partition_table regclass, rows_loaded bigint,
                rows_replaced bigint, skipped boolean)
 AS 'MODULE_PATHNAME', 'etl_replace_partition'
 LANGUAGE C VOLATILE SECURITY INVOKER;
 
-CREATE OR REPLACE FUNCTION etl_replace_partitions(
+DROP FUNCTION etl_replace_partitions(regclass, text, text, interval, interval, text, text, float8, boolean);
+CREATE FUNCTION etl_replace_partitions(
     target           regclass,
     source           text,
     partition_column text     DEFAULT NULL,
@@ -64,7 +73,8 @@ CREATE OR REPLACE FUNCTION etl_replace_partitions(
     run_key          text     DEFAULT NULL,
     expect           text     DEFAULT NULL,
     min_replaced_ratio float8 DEFAULT NULL,
-    allow_shrink     boolean  DEFAULT NULL)
+    allow_shrink     boolean  DEFAULT NULL,
+    on_schema_change text     DEFAULT NULL)
 RETURNS TABLE (run_id bigint, partition_table regclass, rows_loaded bigint,
                rows_replaced bigint, skipped boolean)
 AS 'MODULE_PATHNAME', 'etl_replace_partitions'
@@ -83,3 +93,8 @@ RETURNS TABLE (run_id bigint, rows_loaded bigint, rows_replaced bigint, skipped 
 AS 'MODULE_PATHNAME', 'etl_replace_where'
 LANGUAGE C VOLATILE SECURITY INVOKER;
 
+COMMENT ON FUNCTION etl_replace_partition(regclass, text, text, text, interval, interval, text, text, float8, boolean, text)
+    IS 'replace the partition holding one run value with the rows of a query, atomically';
+
+COMMENT ON FUNCTION etl_replace_partitions(regclass, text, text, interval, interval, text, text, float8, boolean, text)
+    IS 'replace every partition the query has rows for, atomically (dynamic overwrite)';

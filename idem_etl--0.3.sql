@@ -37,7 +37,9 @@ CREATE TABLE idem_etl.runs (
     -- replacements and restores of a partition: the partition the run left
     -- in place, and its file; a run_key skip needs both to be still there
     partition_oid      oid,
-    partition_filenode oid
+    partition_filenode oid,
+    -- what on_schema_change did to the target (columns added, widened)
+    schema_changes     text
 );
 CREATE INDEX runs_lookup ON idem_etl.runs (target_oid, operation, run_key, partition_value, run_id);
 CREATE INDEX runs_partition ON idem_etl.runs (target_oid, partition_bound, run_id);
@@ -179,13 +181,14 @@ CREATE FUNCTION etl_upsert_batch(
     update_columns "any"  DEFAULT NULL,
     exclude_columns "any" DEFAULT NULL,
     expect         text   DEFAULT NULL,
-    allow_shrink   boolean DEFAULT NULL)
+    allow_shrink   boolean DEFAULT NULL,
+    on_schema_change text DEFAULT NULL)
 RETURNS TABLE (run_id bigint, inserted bigint, updated bigint,
                unchanged bigint, deleted bigint, skipped boolean)
 AS 'MODULE_PATHNAME', 'etl_upsert_batch'
 LANGUAGE C VOLATILE SECURITY INVOKER;
 
-COMMENT ON FUNCTION etl_upsert_batch(regclass, text, "any", text, text, text, text, "any", "any", text, boolean)
+COMMENT ON FUNCTION etl_upsert_batch(regclass, text, "any", text, text, text, text, "any", "any", text, boolean, text)
     IS 'merge a batch into a table by key; rerunning it changes nothing';
 
 CREATE FUNCTION etl_replace_partition(
@@ -198,13 +201,14 @@ CREATE FUNCTION etl_replace_partition(
     run_key          text     DEFAULT NULL,
     expect           text     DEFAULT NULL,
     min_replaced_ratio float8 DEFAULT NULL,
-    allow_shrink     boolean  DEFAULT NULL)
+    allow_shrink     boolean  DEFAULT NULL,
+    on_schema_change text     DEFAULT NULL)
 RETURNS TABLE (run_id bigint, partition_table regclass, rows_loaded bigint,
                rows_replaced bigint, skipped boolean)
 AS 'MODULE_PATHNAME', 'etl_replace_partition'
 LANGUAGE C VOLATILE SECURITY INVOKER;
 
-COMMENT ON FUNCTION etl_replace_partition(regclass, text, text, text, interval, interval, text, text, float8, boolean)
+COMMENT ON FUNCTION etl_replace_partition(regclass, text, text, text, interval, interval, text, text, float8, boolean, text)
     IS 'replace the partition holding one run value with the rows of a query, atomically';
 
 CREATE FUNCTION etl_replace_partitions(
@@ -216,13 +220,14 @@ CREATE FUNCTION etl_replace_partitions(
     run_key          text     DEFAULT NULL,
     expect           text     DEFAULT NULL,
     min_replaced_ratio float8 DEFAULT NULL,
-    allow_shrink     boolean  DEFAULT NULL)
+    allow_shrink     boolean  DEFAULT NULL,
+    on_schema_change text     DEFAULT NULL)
 RETURNS TABLE (run_id bigint, partition_table regclass, rows_loaded bigint,
                rows_replaced bigint, skipped boolean)
 AS 'MODULE_PATHNAME', 'etl_replace_partitions'
 LANGUAGE C VOLATILE SECURITY INVOKER;
 
-COMMENT ON FUNCTION etl_replace_partitions(regclass, text, text, interval, interval, text, text, float8, boolean)
+COMMENT ON FUNCTION etl_replace_partitions(regclass, text, text, interval, interval, text, text, float8, boolean, text)
     IS 'replace every partition the query has rows for, atomically (dynamic overwrite)';
 
 CREATE FUNCTION etl_replace_where(

@@ -168,6 +168,7 @@ rebuild_start_run(LedgerRun *run, ReplaceArgs *a, const char *value, const char 
 	run->partition_value = value;
 	run->partition_table = table;
 	run->partition_bound = bound;
+	run->schema_changes = a->schema_changes;
 }
 
 /* Whether a foreign key of another table references relid. */

@@ -27,6 +27,7 @@ typedef struct ReplaceArgs
 	double		min_ratio;		/* refuse to shrink below, 0: off */
 	bool		allow_shrink;
 	char	   *condition;		/* etl_replace_where: the rows replaced */
+	char	   *schema_changes; /* what on_schema_change did, or NULL */
 } ReplaceArgs;
 
 typedef struct ReplaceResult

@@ -40,6 +40,7 @@
 #include "replace/replace_where.h"
 #include "replace/rebuild.h"
 #include "util/sql.h"
+#include "stage/evolve.h"
 #include "stage/stage.h"
 #include "replace/swap.h"
 
@@ -51,11 +52,14 @@ PG_FUNCTION_INFO_V1(etl_replace_partitions);
 /*
  * The arguments both functions share: target (argument 0), then source,
  * partition_column, granularity, keep_replaced, run_key, expect,
- * min_replaced_ratio and allow_shrink from argument "first" on.
+ * min_replaced_ratio, allow_shrink and on_schema_change from argument
+ * "first" on.
  */
 static void
 replace_setup(ReplaceArgs *a, FunctionCallInfo fcinfo, int first)
 {
+	StringInfoData changes;
+
 	memset(a, 0, sizeof(ReplaceArgs));
 	a->run_key = args_text(fcinfo, first + 4);
 	ledger_check_length("run_key", a->run_key);
@@ -65,6 +69,10 @@ replace_setup(ReplaceArgs *a, FunctionCallInfo fcinfo, int first)
 	a->allow_shrink = audit_allow_shrink(fcinfo, first + 7);
 	swap_serialize(PG_GETARG_OID(0));
 	a->target = target_open(PG_GETARG_OID(0), ACL_SELECT | ACL_INSERT | ACL_DELETE, true);
+	initStringInfo(&changes);
+	a->target = evolve_target(a->target, args_text(fcinfo, first), args_text(fcinfo, first + 8),
+							  ACL_SELECT | ACL_INSERT | ACL_DELETE, true, &changes);
+	a->schema_changes = changes.len ? changes.data : NULL;
 	target_check_row_security(a->target->relid);
 	a->granularity = PG_ARGISNULL(first + 2) ? NULL : PG_GETARG_INTERVAL_P(first + 2);
 	a->keep = rebuild_keep_interval(fcinfo, first + 3);

@@ -706,6 +706,7 @@ ledger_record(const LedgerRun *run)
 	Datum		args[22];
 	char		nulls[22];
 	bool		isnull;
+	int64		run_id;
 	static SPIPlanPtr record_plan = NULL;
 
 	memset(nulls, ' ', sizeof(nulls));
@@ -773,6 +774,22 @@ ledger_record(const LedgerRun *run)
 					  " pg_catalog.clock_timestamp(), $14, $15, $16, $17, $18, $19, $20,"
 					  " $21, $22) RETURNING run_id",
 					  22, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
-	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-									   SPI_tuptable->tupdesc, 1, &isnull));
+	run_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+										 SPI_tuptable->tupdesc, 1, &isnull));
+
+	/*
+	 * Only a call of the 0.3 objects can change the schema (the argument is
+	 * theirs), which have this column; rare enough for a statement of its
+	 * own.
+	 */
+	if (run->schema_changes)
+	{
+		Oid			types[2] = {INT8OID, TEXTOID};
+		Datum		values[2] = {Int64GetDatum(run_id), CStringGetTextDatum(run->schema_changes)};
+
+		ledger_exec_as_owner("UPDATE idem_etl.runs SET schema_changes = $2"
+							 " WHERE run_id OPERATOR(pg_catalog.=) $1",
+							 2, types, values, NULL, SPI_OK_UPDATE);
+	}
+	return run_id;
 }

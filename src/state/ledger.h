@@ -31,6 +31,7 @@ typedef struct LedgerRun
 	Oid			partition_oid;	/* replacements and restores of a partition:
 								 * the partition left in place */
 	int64		corrects;		/* run_id of the run this one corrects, or 0 */
+	const char *schema_changes; /* what on_schema_change did (0.3), or NULL */
 	TimestampTz started_at;
 } LedgerRun;
 

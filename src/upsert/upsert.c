@@ -35,6 +35,7 @@
 #include "state/progress.h"
 #include "util/target.h"
 #include "util/sql.h"
+#include "stage/evolve.h"
 #include "stage/stage.h"
 
 PG_FUNCTION_INFO_V1(etl_upsert_batch);
@@ -52,6 +53,7 @@ typedef struct UpsertArgs
 	ArrayType  *exclude_columns;
 	char	   *expect;
 	bool		allow_shrink;
+	char	   *on_schema_change;
 } UpsertArgs;
 
 typedef struct UpsertCounts
@@ -788,6 +790,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	int			nset;
 	Datum		values[6];
 	bool		nulls[6] = {false, false, false, false, false, false};
+	StringInfoData changes;
 
 	PreventCommandIfReadOnly("etl_upsert_batch()");
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
@@ -805,6 +808,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	args.exclude_columns = args_name_list(fcinfo, 8, "exclude_columns");
 	args.expect = args_text(fcinfo, 9);
 	args.allow_shrink = audit_allow_shrink(fcinfo, 10);
+	args.on_schema_change = args_text(fcinfo, 11);
 	ledger_check_length("run_key", args.run_key);
 
 	memset(&run, 0, sizeof(run));
@@ -815,6 +819,10 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	SPI_connect();
 
 	target = target_open(args.target, ACL_SELECT | ACL_INSERT, false);
+	initStringInfo(&changes);
+	target = evolve_target(target, args.source, args.on_schema_change,
+						   ACL_SELECT | ACL_INSERT, false, &changes);
+	run.schema_changes = changes.len ? changes.data : NULL;
 	progress_start("upsert", target->qualname, args.run_key);
 	run.target = target->qualname;
 	run.target_oid = target->relid;
