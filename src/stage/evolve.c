@@ -125,7 +125,7 @@ evolve_target(TargetInfo *target, const char *source, const char *mode,
 	}
 	plan = sql_prepare(psprintf("SELECT * FROM (%s\n) AS idem_src", body), 0, NULL);
 	args_context_pop(&context);
-	desc = linitial_node(CachedPlanSource, SPI_plan_get_plan_sources(plan))->resultDesc;
+	desc = ((CachedPlanSource *) linitial(SPI_plan_get_plan_sources(plan)))->resultDesc;
 
 	initStringInfo(&alter);
 	for (int i = 0; i < desc->natts; i++)
