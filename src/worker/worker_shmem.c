@@ -539,37 +539,6 @@ worker_set_reason(Oid dboid, const char *reason)
 
 /* --- a dispatcher --- */
 
-/*
- * The dispatcher found no idem_etl in dboid: forget the database, so that
- * idem_etl.worker_status does not list it, unless work was noted there since
- * the visit began (CREATE EXTENSION and etl_submit committed meanwhile):
- * then it is visited again.  A backend that notes work later adds it back.
- */
-void
-worker_report_no_extension(Oid dboid)
-{
-	DbState    *db;
-
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	db = db_entry(dboid, false);
-	if (db && db->noted_due == DT_NOEND && db->noted_housekeeping == DT_NOEND)
-		db->dboid = InvalidOid;
-	else if (db)
-	{
-		db->queued = 0;
-		db->next_due = db->noted_due;
-		db->next_housekeeping = db->noted_housekeeping;
-		db->reported = GetCurrentTimestamp();
-		db->retry_after = 0;
-		db->reason[0] = '\0';
-	}
-	for (int i = 0; i < shared->nslots; i++)
-		if (shared->jobs[i].state == SLOT_RESERVED && shared->jobs[i].dboid == dboid)
-			shared->jobs[i].state = SLOT_FREE;
-	LWLockRelease(shared->lock);
-	wake_launcher();
-}
-
 static List *
 jobs_in_state(Oid dboid, SlotState state, bool free_them)
 {
@@ -635,17 +604,23 @@ worker_fill_slot(Oid dboid, int64 job_id, Oid roleoid)
 
 /*
  * The visit is over: when the database is next due, and how many jobs wait.
- * The slots reserved for it and not filled are freed.
+ * The slots reserved for it and not filled are freed.  With forget (no
+ * idem_etl there), the database is forgotten, so that idem_etl.worker_status
+ * does not list it, unless work was noted there since the visit began
+ * (CREATE EXTENSION and etl_submit committed meanwhile): then it is visited
+ * again.  A backend that notes work later adds it back.
  */
-void
-worker_report_visit(Oid dboid, int queued, TimestampTz next_due,
-					TimestampTz next_housekeeping)
+static void
+report_visit(Oid dboid, int queued, TimestampTz next_due,
+			 TimestampTz next_housekeeping, bool forget)
 {
 	DbState    *db;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	db = db_entry(dboid, true);
-	if (db)
+	db = db_entry(dboid, !forget);
+	if (db && forget && db->noted_due == DT_NOEND && db->noted_housekeeping == DT_NOEND)
+		db->dboid = InvalidOid;
+	else if (db)
 	{
 		db->queued = queued;
 		db->next_due = Min(next_due, db->noted_due);
@@ -659,6 +634,20 @@ worker_report_visit(Oid dboid, int queued, TimestampTz next_due,
 			shared->jobs[i].state = SLOT_FREE;
 	LWLockRelease(shared->lock);
 	wake_launcher();
+}
+
+void
+worker_report_visit(Oid dboid, int queued, TimestampTz next_due,
+					TimestampTz next_housekeeping)
+{
+	report_visit(dboid, queued, next_due, next_housekeeping, false);
+}
+
+/* The dispatcher found no idem_etl in dboid. */
+void
+worker_report_no_extension(Oid dboid)
+{
+	report_visit(dboid, 0, DT_NOEND, DT_NOEND, true);
 }
 
 /* --- a job worker --- */
