@@ -15,6 +15,7 @@ OBJS = \
 	src/stage/collapse.o \
 	src/stage/ordering.o \
 	src/stage/compare.o \
+	src/stage/source_rights.o \
 	src/upsert/dedup.o \
 	src/upsert/upsert.o \
 	src/state/ledger.o \

@@ -4,6 +4,85 @@
 -- a fresh database (test/upgrade/objects.sql).
 \echo Use "ALTER EXTENSION idem_etl UPDATE TO '0.3'" to load this file. \quit
 
+-- ---------------------------------------------------------------------------
+-- Internal: counts the rows a one-statement phase reads (the merge of
+-- etl_upsert_batch), for idem_etl.progress (src/state/progress.c).
+CREATE FUNCTION idem_etl.progress_tick() RETURNS boolean
+AS 'MODULE_PATHNAME', 'idem_etl_progress_tick'
+LANGUAGE C VOLATILE;
+
+-- ---------------------------------------------------------------------------
+-- etl_upsert_batch: column lists as "any" (one name, a comma list or an
+-- array) and allow_shrink (an empty batch with delete_missing is refused
+-- otherwise).  A new signature: the old function goes.
+DROP FUNCTION etl_upsert_batch(regclass, text, text[], text, text, text, text, text[], text[], text);
+-- key_columns, update_columns and exclude_columns are "any": a text array,
+-- or one string with a name or names separated by commas (src/util/args.c).
+CREATE FUNCTION etl_upsert_batch(
+    target         regclass,
+    source         text,
+    key_columns    "any"  DEFAULT NULL,
+    order_by       text   DEFAULT NULL,
+    newer_column   text   DEFAULT NULL,
+    delete_missing text   DEFAULT NULL,
+    run_key        text   DEFAULT NULL,
+    update_columns "any"  DEFAULT NULL,
+    exclude_columns "any" DEFAULT NULL,
+    expect         text   DEFAULT NULL,
+    allow_shrink   boolean DEFAULT NULL)
+RETURNS TABLE (run_id bigint, inserted bigint, updated bigint,
+               unchanged bigint, deleted bigint, skipped boolean)
+AS 'MODULE_PATHNAME', 'etl_upsert_batch'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_upsert_batch(regclass, text, "any", text, text, text, text, "any", "any", text, boolean)
+    IS 'merge a batch into a table by key; rerunning it changes nothing';
+
+-- allow_shrink defaults to NULL: idem_etl.allow_shrink then decides.
+CREATE OR REPLACE FUNCTION etl_replace_partition(
+    target           regclass,
+    partition_value  text,
+    source           text,
+    partition_column text     DEFAULT NULL,
+    granularity      interval DEFAULT NULL,
+    keep_replaced    interval DEFAULT NULL,
+    run_key          text     DEFAULT NULL,
+    expect           text     DEFAULT NULL,
+    min_replaced_ratio float8 DEFAULT NULL,
+    allow_shrink     boolean  DEFAULT NULL)
+RETURNS TABLE (run_id bigint, partition_table regclass, rows_loaded bigint,
+               rows_replaced bigint, skipped boolean)
+AS 'MODULE_PATHNAME', 'etl_replace_partition'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+CREATE OR REPLACE FUNCTION etl_replace_partitions(
+    target           regclass,
+    source           text,
+    partition_column text     DEFAULT NULL,
+    granularity      interval DEFAULT NULL,
+    keep_replaced    interval DEFAULT NULL,
+    run_key          text     DEFAULT NULL,
+    expect           text     DEFAULT NULL,
+    min_replaced_ratio float8 DEFAULT NULL,
+    allow_shrink     boolean  DEFAULT NULL)
+RETURNS TABLE (run_id bigint, partition_table regclass, rows_loaded bigint,
+               rows_replaced bigint, skipped boolean)
+AS 'MODULE_PATHNAME', 'etl_replace_partitions'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+CREATE OR REPLACE FUNCTION etl_replace_where(
+    target             regclass,
+    condition          text,
+    source             text,
+    keep_replaced      interval DEFAULT NULL,
+    run_key            text     DEFAULT NULL,
+    expect             text     DEFAULT NULL,
+    min_replaced_ratio float8   DEFAULT NULL,
+    allow_shrink       boolean  DEFAULT NULL)
+RETURNS TABLE (run_id bigint, rows_loaded bigint, rows_replaced bigint, skipped boolean)
+AS 'MODULE_PATHNAME', 'etl_replace_where'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
 -- job notices
 -- The NOTICE, INFO and WARNING messages of the job's latest attempt, one a
 -- line, the last 20 (a job worker has no client, and the server log takes

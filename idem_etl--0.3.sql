@@ -160,28 +160,37 @@ CREATE VIEW idem_etl.progress AS SELECT * FROM idem_etl.progress();
 GRANT SELECT ON idem_etl.progress TO PUBLIC;
 COMMENT ON VIEW idem_etl.progress IS 'idem_etl: one row per running call, with its phase and rows';
 
+-- Internal: counts the rows a one-statement phase reads (the merge of
+-- etl_upsert_batch), for idem_etl.progress (src/state/progress.c).
+CREATE FUNCTION idem_etl.progress_tick() RETURNS boolean
+AS 'MODULE_PATHNAME', 'idem_etl_progress_tick'
+LANGUAGE C VOLATILE;
+
 -- Internal: the change test of the merge (see src/compare.c).
 CREATE FUNCTION idem_etl.same_image(VARIADIC "any") RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_etl_same_image'
 LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
+-- key_columns, update_columns and exclude_columns are "any": a text array,
+-- or one string with a name or names separated by commas (src/util/args.c).
 CREATE FUNCTION etl_upsert_batch(
     target         regclass,
     source         text,
-    key_columns    text[] DEFAULT NULL,
+    key_columns    "any"  DEFAULT NULL,
     order_by       text   DEFAULT NULL,
     newer_column   text   DEFAULT NULL,
     delete_missing text   DEFAULT NULL,
     run_key        text   DEFAULT NULL,
-    update_columns text[] DEFAULT NULL,
-    exclude_columns text[] DEFAULT NULL,
-    expect         text   DEFAULT NULL)
+    update_columns "any"  DEFAULT NULL,
+    exclude_columns "any" DEFAULT NULL,
+    expect         text   DEFAULT NULL,
+    allow_shrink   boolean DEFAULT NULL)
 RETURNS TABLE (run_id bigint, inserted bigint, updated bigint,
                unchanged bigint, deleted bigint, skipped boolean)
 AS 'MODULE_PATHNAME', 'etl_upsert_batch'
 LANGUAGE C VOLATILE SECURITY INVOKER;
 
-COMMENT ON FUNCTION etl_upsert_batch(regclass, text, text[], text, text, text, text, text[], text[], text)
+COMMENT ON FUNCTION etl_upsert_batch(regclass, text, "any", text, text, text, text, "any", "any", text, boolean)
     IS 'merge a batch into a table by key; rerunning it changes nothing';
 
 CREATE FUNCTION etl_replace_partition(
@@ -194,7 +203,7 @@ CREATE FUNCTION etl_replace_partition(
     run_key          text     DEFAULT NULL,
     expect           text     DEFAULT NULL,
     min_replaced_ratio float8 DEFAULT NULL,
-    allow_shrink     boolean  DEFAULT false)
+    allow_shrink     boolean  DEFAULT NULL)
 RETURNS TABLE (run_id bigint, partition_table regclass, rows_loaded bigint,
                rows_replaced bigint, skipped boolean)
 AS 'MODULE_PATHNAME', 'etl_replace_partition'
@@ -212,7 +221,7 @@ CREATE FUNCTION etl_replace_partitions(
     run_key          text     DEFAULT NULL,
     expect           text     DEFAULT NULL,
     min_replaced_ratio float8 DEFAULT NULL,
-    allow_shrink     boolean  DEFAULT false)
+    allow_shrink     boolean  DEFAULT NULL)
 RETURNS TABLE (run_id bigint, partition_table regclass, rows_loaded bigint,
                rows_replaced bigint, skipped boolean)
 AS 'MODULE_PATHNAME', 'etl_replace_partitions'
@@ -229,7 +238,7 @@ CREATE FUNCTION etl_replace_where(
     run_key            text     DEFAULT NULL,
     expect             text     DEFAULT NULL,
     min_replaced_ratio float8   DEFAULT NULL,
-    allow_shrink       boolean  DEFAULT false)
+    allow_shrink       boolean  DEFAULT NULL)
 RETURNS TABLE (run_id bigint, rows_loaded bigint, rows_replaced bigint, skipped boolean)
 AS 'MODULE_PATHNAME', 'etl_replace_where'
 LANGUAGE C VOLATILE SECURITY INVOKER;

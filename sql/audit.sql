@@ -74,8 +74,9 @@ SELECT expectation FROM idem_etl.runs ORDER BY run_id DESC LIMIT 1;
 SELECT rows_loaded, rows_replaced FROM etl_replace_partition('aud.events', '2026-11-28',
     'SELECT ''2026-11-28''::date AS d, 1 AS id, ''one'' AS v', allow_shrink => true);
 -- the argument overrides the setting
+INSERT INTO aud.events SELECT '2026-11-28', g, 'old' FROM generate_series(2, 100) g;
 SELECT rows_loaded FROM etl_replace_partition('aud.events', '2026-11-28',
-    'SELECT ''2026-11-28''::date AS d, 1 AS id, ''x'' AS v WHERE false', min_replaced_ratio => 0);
+    'SELECT ''2026-11-28''::date AS d, 1 AS id, ''x'' AS v', min_replaced_ratio => 0);
 RESET idem_etl.min_replaced_ratio;
 SELECT * FROM aud.err($$SELECT * FROM etl_replace_partition('aud.events', '2026-11-28',
     'SELECT ''2026-11-28''::date AS d', min_replaced_ratio => 1.5)$$);

@@ -211,7 +211,7 @@ SELECT count(*) AS partitions FROM rcreate.bounds('rcreate.withdef');
 -- an empty source for a day in the default partition: its rows are removed
 SELECT rcreate.where_is(partition_table), rows_loaded, rows_replaced
   FROM etl_replace_partition('rcreate.withdef', '2026-11-11',
-       $$SELECT '2026-11-11'::date AS d, 1 AS id, 'x' AS v WHERE false$$,
+       $$SELECT '2026-11-11'::date AS d, 1 AS id, 'x' AS v WHERE false$$, allow_shrink => true,
        granularity => '1 day');
 SELECT * FROM rcreate.contents('rcreate.withdef');
 

@@ -64,7 +64,7 @@ SELECT partition_table, rows_loaded, rows_replaced, skipped
 -- an empty source deletes the value's rows
 SELECT partition_table, rows_loaded, rows_replaced, skipped
   FROM etl_replace_partition('rplain.facts', '2026-11-30',
-       $$SELECT '2026-11-30'::date AS d, 1 AS id WHERE false$$,
+       $$SELECT '2026-11-30'::date AS d, 1 AS id WHERE false$$, allow_shrink => true,
        partition_column => 'd');
 SELECT * FROM rplain.facts ORDER BY d, id;
 SELECT * FROM rplain.others_touched;

@@ -108,10 +108,13 @@ SELECT * FROM rrerun.call('other day', '2026-11-27',
     $$SELECT '2026-11-27'::date AS d, 1 AS id, 'x' AS v$$, run_key => 'batch-28');
 SELECT * FROM rrerun.call('other day rerun', '2026-11-27',
     $$SELECT '2026-11-27'::date AS d, 1 AS id, 'x' AS v$$, run_key => 'batch-28');
+-- an empty day, allowed by the setting (else IE002, see sql/safe_defaults.sql)
+SET idem_etl.allow_shrink = on;
 SELECT * FROM rrerun.call('empty', '2026-11-27',
     $$SELECT '2026-11-27'::date AS d, 1 AS id, 'x' AS v WHERE false$$, run_key => 'batch-27');
 SELECT * FROM rrerun.call('empty rerun', '2026-11-27',
     $$SELECT '2026-11-27'::date AS d, 1 AS id, 'x' AS v WHERE false$$, run_key => 'batch-27');
+RESET idem_etl.allow_shrink;
 SELECT count(*) FROM rrerun.t WHERE d = '2026-11-27';
 
 -- a skip under run_key also holds after the partition was changed by hand:

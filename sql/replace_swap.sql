@@ -180,7 +180,8 @@ SELECT pg_relation_filenode('rswap.events_20261128') <> :fn AS new_file;
 SELECT * FROM rswap.events WHERE event_date = '2026-11-28' ORDER BY id;
 SELECT partition_table, rows_loaded, rows_replaced, skipped
   FROM etl_replace_partition('rswap.events', '2026-11-28',
-       $$SELECT '2026-11-28'::date AS event_date, 1::bigint AS id WHERE false$$);
+       $$SELECT '2026-11-28'::date AS event_date, 1::bigint AS id WHERE false$$,
+       allow_shrink => true);
 SELECT count(*) FROM rswap.events WHERE event_date = '2026-11-28';
 SELECT b.property, b.value AS before, a.value AS after
   FROM rswap.props_before b

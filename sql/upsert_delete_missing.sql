@@ -69,11 +69,12 @@ SELECT inserted, updated, unchanged, deleted, skipped
                         delete_missing => $$region <> 'us'$$);
 SELECT * FROM delmiss.t ORDER BY id;
 
--- an empty batch deletes the whole slice
+-- an empty batch deletes the whole slice, when the call allows it (else
+-- IE002, see sql/safe_defaults.sql)
 SELECT delmiss.reset();
 SELECT inserted, updated, unchanged, deleted, skipped
   FROM etl_upsert_batch('delmiss.t', $$SELECT id, region, v FROM delmiss.t WHERE false$$,
-                        delete_missing => $$region = 'us'$$);
+                        delete_missing => $$region = 'us'$$, allow_shrink => true);
 SELECT * FROM delmiss.t ORDER BY id;
 
 -- an expression over several columns, with a function call

@@ -152,8 +152,11 @@ CREATE TABLE src.vals (column1 int PRIMARY KEY, column2 text);
 SELECT inserted, updated, unchanged, deleted, skipped
   FROM etl_upsert_batch('src.vals', $$VALUES (1, 'a'), (2, 'b')$$);
 SELECT * FROM src.vals ORDER BY column1;
--- and into a table without such columns, 42703 naming column1
-SELECT * FROM src.err($$SELECT * FROM etl_upsert_batch('src.k', 'VALUES (1, ''a'')')$$);
+-- and into a table without such columns: the target's columns in order,
+-- as INSERT ... VALUES (issue 30)
+SELECT inserted, updated, unchanged, deleted, skipped
+  FROM etl_upsert_batch('src.k', 'VALUES (1, ''a'')');
+SELECT * FROM src.k WHERE id = 1;
 
 --
 -- the source sees the caller's own uncommitted changes (caller's snapshot)

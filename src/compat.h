@@ -20,6 +20,7 @@
 #include "catalog/pg_database.h"
 #include "catalog/pg_publication.h"
 #include "executor/executor.h"
+#include "miscadmin.h"
 #include "nodes/bitmapset.h"
 #include "nodes/execnodes.h"
 #include "nodes/parsenodes.h"
@@ -188,5 +189,50 @@ compat_in_publication_by_name(Oid relid)
 #if PG_VERSION_NUM < 190000
 #define TupleDescFinalize(desc) ((void) (desc))
 #endif
+
+/*
+ * The permissions a query needs moved from its RangeTblEntrys to a list of
+ * RTEPermissionInfo (16, upstream "Rework query relation permission
+ * checking"), and ExecCheckRTPerms became ExecCheckPermissions.
+ * compat_query_readable: the query's relations pass the executor's own
+ * checks (and its hook).  compat_query_unreadable_rel: the first relation
+ * it reads that the role checked (set in *checked: the caller, or a view's
+ * owner) may read neither as a table nor by any column, else InvalidOid.
+ */
+#if PG_VERSION_NUM >= 160000
+#define compat_query_readable(q) \
+	ExecCheckPermissions((q)->rtable, (q)->rteperminfos, false)
+#define COMPAT_PERMS_LIST(q) ((q)->rteperminfos)
+typedef RTEPermissionInfo CompatPerms;
+#define COMPAT_PERMS_APPLIES(p) true
+#else
+#define compat_query_readable(q) ExecCheckRTPerms((q)->rtable, false)
+#define COMPAT_PERMS_LIST(q) ((q)->rtable)
+typedef RangeTblEntry CompatPerms;
+#define COMPAT_PERMS_APPLIES(p) ((p)->rtekind == RTE_RELATION)
+#endif
+
+static inline Oid
+compat_query_unreadable_rel(Query *q, Oid *checked)
+{
+	ListCell   *lc;
+
+	foreach(lc, COMPAT_PERMS_LIST(q))
+	{
+		CompatPerms *p = (CompatPerms *) lfirst(lc);
+		Oid			userid;
+
+		if (!COMPAT_PERMS_APPLIES(p) || (p->requiredPerms & ACL_SELECT) == 0)
+			continue;
+		userid = OidIsValid(p->checkAsUser) ? p->checkAsUser : GetUserId();
+		if (pg_class_aclcheck(p->relid, userid, ACL_SELECT) != ACLCHECK_OK &&
+			pg_attribute_aclcheck_all(p->relid, userid, ACL_SELECT, ACLMASK_ANY) != ACLCHECK_OK)
+		{
+			*checked = userid;
+			return p->relid;
+		}
+	}
+	return InvalidOid;
+}
 
 #endif							/* IDEM_COMPAT_H */

@@ -34,6 +34,7 @@
 #include "util/settings.h"
 #include "state/ledger.h"
 #include "replace/partmap.h"
+#include "util/args.h"
 #include "util/sql.h"
 
 PartKey *
@@ -187,6 +188,7 @@ value_datum(PartKey *pk, const char *value)
 	Oid			typioparam;
 	int			level = -1;
 	Datum		d;
+	ErrorContextCallback context;
 
 	/* callers refuse NULL values first: none has a partition found by it */
 	if (value == NULL)
@@ -194,7 +196,9 @@ value_datum(PartKey *pk, const char *value)
 	if (pk->column->typid == TIMESTAMPTZOID)
 		level = zone_push(idem_partition_time_zone);
 	getTypeInputInfo(pk->column->typid, &typinput, &typioparam);
+	args_context_push(&context, "partition_value");
 	d = OidInputFunctionCall(typinput, (char *) value, typioparam, pk->column->typmod);
+	args_context_pop(&context);
 	if (level >= 0)
 		zone_pop(level);
 	return d;

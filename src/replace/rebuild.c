@@ -345,6 +345,7 @@ rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fi
 	bool		keep = a->keep != NULL && OidIsValid(slot->partoid);
 	StringInfoData sql;
 	int64		carried = 0;
+	char	   *what;
 
 	memset(r, 0, sizeof(ReplaceResult));
 	rebuild_start_run(&run, a, slot->value, slot->bound_sql,
@@ -431,15 +432,21 @@ rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fi
 
 	r->loaded = loaded.nrows;
 	if (OidIsValid(slot->partoid))
-	{
 		r->replaced = sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s.%s",
 											 np->schema, quote_identifier(slot->name))) - carried;
-		audit_shrink(a->min_ratio, a->allow_shrink, r->loaded, r->replaced,
-					 a->target->relname, psprintf("partition \"%s\"", slot->name));
-	}
 	else if (OidIsValid(a->pk->default_part))
 		r->replaced = (int64) sql_exec(psprintf("DELETE FROM %s WHERE %s",
 												rebuild_default_part_name(a->pk), slot->check_sql)) - carried;
+
+	/*
+	 * The rows a default partition held are deleted above, and restored by
+	 * the error.  etl_replace_where's batch is all the partitions' rows.
+	 */
+	what = OidIsValid(slot->partoid) ? psprintf("partition \"%s\"", slot->name) :
+		psprintf("the rows of %s", slot->value);
+	audit_empty(a->allow_shrink, a->condition ? a->stage->nrows : r->loaded, r->replaced,
+				a->target->relname, what);
+	audit_shrink(a->min_ratio, a->allow_shrink, r->loaded, r->replaced, a->target->relname, what);
 
 	memset(&spec, 0, sizeof(spec));
 	spec.parent = a->target;

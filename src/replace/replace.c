@@ -62,7 +62,7 @@ replace_setup(ReplaceArgs *a, FunctionCallInfo fcinfo, int first)
 	a->expect = args_text(fcinfo, first + 5);
 	audit_check_syntax(a->expect);
 	a->min_ratio = audit_ratio(fcinfo, first + 6);
-	a->allow_shrink = !args_isnull(fcinfo, first + 7) && PG_GETARG_BOOL(first + 7);
+	a->allow_shrink = audit_allow_shrink(fcinfo, first + 7);
 	swap_serialize(PG_GETARG_OID(0));
 	a->target = target_open(PG_GETARG_OID(0), ACL_SELECT | ACL_INSERT | ACL_DELETE, true);
 	target_check_row_security(a->target->relid);
@@ -140,11 +140,15 @@ replace_in_table(ReplaceArgs *a, const char *value, ReplaceResult *r)
 	else
 	{
 		rebuild_lock_writers(a->target->relid);
-		if (a->min_ratio > 0 && !a->allow_shrink)
-			audit_shrink(a->min_ratio, false, batch.nrows,
-						 sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s%s WHERE %s",
-												target_only(a->target), a->target->qualname, bound)),
-						 a->target->relname, psprintf("the rows of %s", value));
+		if (audit_shrink_possible(a->min_ratio, a->allow_shrink, batch.nrows))
+		{
+			int64		held = sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s%s WHERE %s",
+													  target_only(a->target), a->target->qualname, bound));
+			char	   *what = psprintf("the rows of %s", value);
+
+			audit_empty(false, batch.nrows, held, a->target->relname, what);
+			audit_shrink(a->min_ratio, false, batch.nrows, held, a->target->relname, what);
+		}
 		progress_phase("deleting", -1);
 		r->replaced = (int64) sql_exec(psprintf("DELETE FROM %s%s WHERE %s",
 												target_only(a->target), a->target->qualname, bound));

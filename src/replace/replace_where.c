@@ -67,11 +67,15 @@ where_in_table(ReplaceArgs *a, ReplaceResult *r)
 	StringInfoData sql;
 
 	rebuild_lock_writers(a->target->relid);
-	if (a->min_ratio > 0 && !a->allow_shrink)
-		audit_shrink(a->min_ratio, false, a->stage->nrows,
-					 sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM ONLY %s AS %s"
-											" WHERE (%s\n)", a->target->qualname, alias, a->condition)),
-					 a->target->relname, "the rows of the condition");
+	if (audit_shrink_possible(a->min_ratio, a->allow_shrink, a->stage->nrows))
+	{
+		int64		held = sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM ONLY %s AS %s"
+												  " WHERE (%s\n)", a->target->qualname, alias, a->condition));
+
+		audit_empty(false, a->stage->nrows, held, a->target->relname, "the rows of the condition");
+		audit_shrink(a->min_ratio, false, a->stage->nrows, held, a->target->relname,
+					 "the rows of the condition");
+	}
 	progress_phase("deleting", -1);
 
 	/*
@@ -279,7 +283,7 @@ etl_replace_where(PG_FUNCTION_ARGS)
 	a.expect = args_text(fcinfo, 5);
 	audit_check_syntax(a.expect);
 	a.min_ratio = audit_ratio(fcinfo, 6);
-	a.allow_shrink = !args_isnull(fcinfo, 7) && PG_GETARG_BOOL(7);
+	a.allow_shrink = audit_allow_shrink(fcinfo, 7);
 	swap_serialize(PG_GETARG_OID(0));
 	a.target = target_open(PG_GETARG_OID(0), ACL_SELECT | ACL_INSERT | ACL_DELETE, true);
 	target_check_row_security(a.target->relid);

@@ -171,7 +171,8 @@ swap_serialize(Oid relid)
 	if (relname == NULL || get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
 		return;
 	if (!object_ownercheck(RelationRelationId, relid, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, relname);
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE,
+					   quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), relname));
 	LockRelationOid(relid, ShareUpdateExclusiveLock);
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		ereport(ERROR,

@@ -44,6 +44,8 @@
 #include "stage/collapse.h"
 #include "stage/keycheck.h"
 #include "state/progress.h"
+#include "stage/source_rights.h"
+#include "util/args.h"
 #include "util/sql.h"
 #include "stage/stage.h"
 
@@ -222,6 +224,36 @@ stage_query(const char *sql, const char *purpose)
 }
 
 /*
+ * A bare VALUES list names its columns column1, column2, ...: like INSERT
+ * ... VALUES, it fills the target's columns in order (those the source may
+ * write), so it is given their names.  "" for any other query.
+ */
+static const char *
+values_aliases(TargetInfo *target, const char *body)
+{
+	int			width = sql_values_width(body);
+	StringInfoData buf;
+	int			n = 0;
+
+	if (width < 0)
+		return "";
+	initStringInfo(&buf);
+	for (int i = 0; i < target->ncolumns && n < width; i++)
+		if (target->columns[i].writable)
+			appendStringInfo(&buf, "%s%s", n++ ? ", " : "(",
+							 quote_identifier(target->columns[i].name));
+	if (n < width)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYNTAX_ERROR),
+				 errmsg("the VALUES list of the source has %d columns and relation \"%s\" only %d",
+						width, target->relname, n),
+				 errdetail("A bare VALUES list fills the target's columns in order, generated columns left out."),
+				 errhint("Name the columns: SELECT * FROM (VALUES ...) AS v(column, ...).")));
+	appendStringInfoChar(&buf, ')');
+	return buf.data;
+}
+
+/*
  * Check the source and match its columns to the target's by name.  Planning
  * the query gives its result columns without running it; the plan is kept
  * in stage->plan for stage_load, so that the source is parsed and planned
@@ -238,11 +270,16 @@ stage_plan(TargetInfo *target, const char *source, bool fingerprint)
 	CachedPlanSource *ps;
 	TupleDesc	desc;
 	bool	   *in_source = palloc0(sizeof(bool) * target->ncolumns);
+	ErrorContextCallback context;
 
 	stage->fingerprint = fingerprint;
+	args_context_push(&context, "source");
 	stage->body = sql_single_query(source, "source");
-	plan = sql_prepare(psprintf("SELECT * FROM (%s\n) AS idem_src", stage->body), 0, NULL);
+	plan = sql_prepare(psprintf("SELECT * FROM (%s\n) AS idem_src%s", stage->body,
+								values_aliases(target, stage->body)), 0, NULL);
+	args_context_pop(&context);
 	ps = linitial(SPI_plan_get_plan_sources(plan));
+	source_rights_check(ps->query_list);
 	desc = ps->resultDesc;
 
 	for (int i = 0; i < desc->natts; i++)
@@ -685,6 +722,7 @@ run_source(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
 	StageReceiver r;
 	SPIExecuteOptions options;
 	int			rc;
+	ErrorContextCallback context;
 
 	for (int i = 0; i < stage->ncolumns; i++)
 	{
@@ -725,7 +763,9 @@ run_source(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
 	memset(&options, 0, sizeof(options));
 	options.read_only = true;
 	options.dest = (DestReceiver *) &r;
+	args_context_push(&context, "source");
 	rc = SPI_execute_plan_extended(stage->plan, &options);
+	args_context_pop(&context);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "loading the source failed: %s", SPI_result_code_string(rc));
 	FreeExprContext(r.econtext, true);

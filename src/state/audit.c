@@ -266,6 +266,44 @@ audit_ratio(FunctionCallInfo fcinfo, int ratio_arg)
 	return ratio;
 }
 
+/* The allow_shrink argument, else idem_etl.allow_shrink. */
+bool
+audit_allow_shrink(FunctionCallInfo fcinfo, int n)
+{
+	if (n >= PG_NARGS() || args_isnull(fcinfo, n))
+		return idem_allow_shrink;
+	return PG_GETARG_BOOL(n);
+}
+
+/*
+ * Whether audit_empty or audit_shrink could refuse a batch of batch_rows:
+ * the caller counts the rows held only then (a count is a scan of what is
+ * replaced).
+ */
+bool
+audit_shrink_possible(double ratio, bool allow_shrink, int64 batch_rows)
+{
+	return !allow_shrink && (ratio > 0 || batch_rows == 0);
+}
+
+/*
+ * Refuse an empty batch that would remove held rows, unless allow_shrink:
+ * IE002, whatever min_replaced_ratio (the classic empty extract).  A batch
+ * with rows may leave some partitions of its condition empty.
+ */
+void
+audit_empty(bool allow_shrink, int64 batch_rows, int64 held,
+			const char *target, const char *what)
+{
+	if (!allow_shrink && batch_rows == 0 && held > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEM_WOULD_SHRINK),
+				 errmsg("the batch for \"%s\" is empty and would remove %s (%lld rows)",
+						target, what, (long long) held),
+				 errdetail("An empty batch is refused where it would remove rows, unless the call allows it."),
+				 errhint("Nothing was written. Check the extract; pass allow_shrink => true (or set idem_etl.allow_shrink) if the rows are to be removed.")));
+}
+
 /*
  * Refuse to replace what holds held rows with loaded rows, fewer than
  * ratio of them, unless allow_shrink: IE002.

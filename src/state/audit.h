@@ -14,6 +14,10 @@ extern void audit_check_syntax(const char *expect);
 extern void audit_expect(const char *expect, const char *relation,
 						 const char *target);
 extern double audit_ratio(FunctionCallInfo fcinfo, int ratio_arg);
+extern bool audit_allow_shrink(FunctionCallInfo fcinfo, int n);
+extern bool audit_shrink_possible(double ratio, bool allow_shrink, int64 batch_rows);
+extern void audit_empty(bool allow_shrink, int64 batch_rows, int64 held,
+						const char *target, const char *what);
 extern void audit_shrink(double ratio, bool allow_shrink, int64 loaded,
 						 int64 held, const char *target, const char *what);
 

@@ -22,6 +22,8 @@
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
@@ -204,11 +206,15 @@ progress_start(const char *operation, const char *target, const char *run_key)
 	end_write(e);
 }
 
+/* the rows idem_etl.progress_tick() counted in this phase */
+static int64 ticks = 0;
+
 void
 progress_phase(const char *phase, int64 rows_total)
 {
 	ProgressEntry *e = my_entry();
 
+	ticks = 0;
 	if (e->pid == 0 || ncalls > 1)
 		return;
 	begin_write(e);
@@ -257,6 +263,40 @@ read_entry(ProgressEntry *e, ProgressEntry *copy)
 		CHECK_FOR_INTERRUPTS();
 	}
 	return copy->pid != 0;
+}
+
+PG_FUNCTION_INFO_V1(idem_etl_progress_tick);
+
+/*
+ * idem_etl.progress_tick(): true, counting one row read by a phase that is
+ * one statement (the merge of etl_upsert_batch reads its batch through it),
+ * shown every 1,024 rows.
+ */
+Datum
+idem_etl_progress_tick(PG_FUNCTION_ARGS)
+{
+	if ((++ticks & 1023) == 0)
+		progress_rows(ticks);
+	PG_RETURN_BOOL(true);
+}
+
+/*
+ * The call a statement puts in its scan of the rows it works through, to
+ * count them: NULL when this call is not shown, or when the extension's
+ * objects are older than 0.3 (which have no idem_etl.progress_tick()).
+ */
+const char *
+progress_tick_call(void)
+{
+	ProgressEntry *e = my_entry();
+	Oid			none[1] = {InvalidOid};
+
+	if (e->pid == 0 || ncalls > 1 ||
+		!OidIsValid(LookupFuncName(list_make2(makeString(IDEM_ETL_STATE_SCHEMA),
+											  makeString("progress_tick")),
+								   0, none, true)))
+		return NULL;
+	return IDEM_ETL_STATE_SCHEMA ".progress_tick()";
 }
 
 PG_FUNCTION_INFO_V1(idem_etl_progress);

@@ -51,6 +51,7 @@ typedef struct UpsertArgs
 	ArrayType  *update_columns;
 	ArrayType  *exclude_columns;
 	char	   *expect;
+	bool		allow_shrink;
 } UpsertArgs;
 
 typedef struct UpsertCounts
@@ -227,7 +228,7 @@ check_privileges(TargetInfo *target, Stage *stage, char **setcols, int nset,
 	if (pg_class_aclcheck(target->relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for table %s", target->relname),
+				 errmsg("permission denied for table %s", target->qualname),
 				 errdetail("etl_upsert_batch reads the target's row identifiers (ctid, xmax), which need SELECT on the whole table, not on some of its columns."),
 				 errhint("Grant SELECT on the table; INSERT and UPDATE may stay on the batch's columns.")));
 	target_check_privileges(target, stage->columns, stage->ncolumns, ACL_INSERT);
@@ -333,14 +334,25 @@ append_delta(StringInfo sql, TargetInfo *target, TargetKey *key, Stage *stage,
 			 KeyedBatch *batch, const char *keys, char **setcols, int nset,
 			 const char *newer_column, const char *newer_ge, const char *tid)
 {
+	const char *tick = progress_tick_call();
+
 	appendStringInfoString(sql, "SELECT ");
 	sql_append_columns(sql, "b", stage->columns, stage->ncolumns);
 	if (tid)
 		appendStringInfo(sql, ", t.ctid AS %s", tid);
-	if (batch->in_key_order)
+
+	/*
+	 * The batch's rows are counted as they are read, for idem_etl.progress:
+	 * the merge is one statement.  The count is a column of the batch's scan,
+	 * not a condition, so that the planner's estimates do not change.
+	 */
+	if (batch->in_key_order && tick == NULL)
 		appendStringInfo(sql, " FROM %s b", batch->name);
 	else
-		appendStringInfo(sql, " FROM (SELECT * FROM %s ORDER BY %s) b", batch->name, keys);
+		appendStringInfo(sql, " FROM (SELECT *%s%s FROM %s%s%s) b",
+						 tick ? ", " : "", tick ? tick : "", batch->name,
+						 batch->in_key_order ? "" : " ORDER BY ",
+						 batch->in_key_order ? "" : keys);
 	appendStringInfo(sql, " LEFT JOIN %s%s t ON ", target_only(target), target->qualname);
 	sql_append_key_match(sql, "t", "b", key->names, key->eqops, key->ncolumns,
 						 key->nulls_not_distinct);
@@ -784,14 +796,15 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 				 errmsg("target and source must not be NULL")));
 	args.target = PG_GETARG_OID(0);
 	args.source = args_text(fcinfo, 1);
-	args.key_columns = PG_ARGISNULL(2) ? NULL : PG_GETARG_ARRAYTYPE_P(2);
+	args.key_columns = args_name_list(fcinfo, 2, "key_columns");
 	args.order_by = args_text(fcinfo, 3);
 	args.newer_column = args_text(fcinfo, 4);
 	args.delete_missing = args_text(fcinfo, 5);
 	args.run_key = args_text(fcinfo, 6);
-	args.update_columns = args_isnull(fcinfo, 7) ? NULL : PG_GETARG_ARRAYTYPE_P(7);
-	args.exclude_columns = args_isnull(fcinfo, 8) ? NULL : PG_GETARG_ARRAYTYPE_P(8);
+	args.update_columns = args_name_list(fcinfo, 7, "update_columns");
+	args.exclude_columns = args_name_list(fcinfo, 8, "exclude_columns");
 	args.expect = args_text(fcinfo, 9);
+	args.allow_shrink = audit_allow_shrink(fcinfo, 10);
 	ledger_check_length("run_key", args.run_key);
 
 	memset(&run, 0, sizeof(run));
@@ -873,6 +886,9 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 		{
 			progress_phase("deleting", -1);
 			counts.deleted = delete_missing_rows(target, key, &batch, args.delete_missing);
+			/* the error undoes the delete, which counts what it removes */
+			audit_empty(args.allow_shrink, stage->nrows, counts.deleted,
+						target->relname, "the slice delete_missing covers");
 		}
 		if (batch.copy)
 			stage_drop(batch.copy);

@@ -6,10 +6,15 @@
 
 #include "compat.h"
 
+#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "parser/scansup.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
 
 #include "util/args.h"
@@ -29,6 +34,118 @@ char *
 args_text(FunctionCallInfo fcinfo, int n)
 {
 	return args_isnull(fcinfo, n) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(n));
+}
+
+static void
+argument_context(void *arg)
+{
+	errcontext("argument \"%s\"", (const char *) arg);
+}
+
+/*
+ * Until args_context_pop, errors raised (by PostgreSQL's parser, planner,
+ * input functions, or the query itself) say which argument they come
+ * from: a date that does not parse, or a syntax error in a query, would
+ * otherwise not name it.
+ */
+void
+args_context_push(ErrorContextCallback *cb, const char *argname)
+{
+	cb->callback = argument_context;
+	cb->arg = (void *) argname;
+	cb->previous = error_context_stack;
+	error_context_stack = cb;
+}
+
+void
+args_context_pop(ErrorContextCallback *cb)
+{
+	error_context_stack = cb->previous;
+}
+
+/* Split "a, b" into its names, spaces around them dropped, "x" unquoted. */
+static ArrayType *
+split_names(const char *list, const char *argname)
+{
+	ArrayBuildState *names = initArrayResult(TEXTOID, CurrentMemoryContext, false);
+	const char *p = list;
+
+	for (;;)
+	{
+		StringInfoData name;
+
+		initStringInfo(&name);
+		while (scanner_isspace(*p))
+			p++;
+		if (*p == '"')
+		{
+			for (p++; *p && !(p[0] == '"' && p[1] != '"'); p++)
+			{
+				if (*p == '"')
+					p++;		/* "" is one quote */
+				appendStringInfoChar(&name, *p);
+			}
+			if (*p == '"')
+				p++;
+		}
+		else
+			for (; *p && *p != ','; p++)
+				appendStringInfoChar(&name, *p);
+		while (name.len > 0 && scanner_isspace(name.data[name.len - 1]))
+			name.data[--name.len] = '\0';
+		while (scanner_isspace(*p))
+			p++;
+		if (name.len == 0 || (*p != ',' && *p != '\0'))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("%s is not a list of column names: \"%s\"", argname, list),
+					 errhint("Pass one name ('customer_id'), names separated by commas ('order_id, line_no'), or a text array.")));
+		accumArrayResult(names, CStringGetTextDatum(name.data), false, TEXTOID,
+						 CurrentMemoryContext);
+		if (*p == '\0')
+			break;
+		p++;
+	}
+	return DatumGetArrayTypeP(makeArrayResult(names, CurrentMemoryContext));
+}
+
+/*
+ * A list of column names, as a text[], NULL for SQL NULL (or not passed).
+ * The argument is declared "any" so that users may write it as they do: a
+ * text array, or one string holding a name or names separated by commas
+ * (an array literal '{a,b}' is read as an array).  Older versions of the
+ * objects declare it text[].
+ */
+ArrayType *
+args_name_list(FunctionCallInfo fcinfo, int n, const char *argname)
+{
+	Oid			type;
+	char	   *list;
+
+	if (args_isnull(fcinfo, n))
+		return NULL;
+	type = get_fn_expr_argtype(fcinfo->flinfo, n);
+	if (type == TEXTARRAYOID)
+		return PG_GETARG_ARRAYTYPE_P(n);
+	if (type == UNKNOWNOID)
+		list = pstrdup(DatumGetCString(PG_GETARG_DATUM(n)));
+	else if (type == TEXTOID || type == VARCHAROID || type == NAMEOID ||
+			 type_is_array(type))
+	{
+		Oid			output;
+		bool		varlena;
+
+		getTypeOutputInfo(type, &output, &varlena);
+		list = OidOutputFunctionCall(output, PG_GETARG_DATUM(n));
+	}
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("%s must be text or a text array, not %s", argname, format_type_be(type)),
+				 errhint("Pass one name ('customer_id'), names separated by commas ('order_id, line_no'), or a text array.")));
+	if (list[0] == '{')
+		return DatumGetArrayTypeP(OidInputFunctionCall(F_ARRAY_IN, list, TEXTOID, -1));
+	return split_names(list, argname);
 }
 
 /*

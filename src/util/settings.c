@@ -15,7 +15,7 @@
 
 #include "util/settings.h"
 
-int			idem_keep_replaced = 0; /* seconds */
+int			idem_keep_replaced = 86400; /* seconds */
 int			idem_lock_timeout = 5000;	/* milliseconds */
 int			idem_lock_retries = 5;
 char	   *idem_partition_time_zone = NULL;
@@ -25,6 +25,7 @@ int			idem_max_backoff = 300;
 int			idem_job_retention = 7 * 24 * 3600;
 int			idem_run_retention = 90 * 24 * 3600;
 double		idem_min_replaced_ratio = 0;
+bool		idem_allow_shrink = false;
 bool		idem_track_progress = true;
 
 /* True in every process of a server that preloaded the library. */
@@ -37,7 +38,7 @@ settings_define(void)
 	DefineCustomIntVariable("idem_etl.keep_replaced",
 							"How long a replaced partition is kept, detached, so that it can be restored.",
 							"Used when etl_replace_partition is called with keep_replaced NULL; 0 drops the replaced data at commit.",
-							&idem_keep_replaced, 0, 0, INT_MAX,
+							&idem_keep_replaced, 86400, 0, INT_MAX,
 							PGC_USERSET, GUC_UNIT_S, NULL, NULL, NULL);
 	DefineCustomIntVariable("idem_etl.lock_timeout",
 							"How long one try of a partition swap waits for its locks.",
@@ -59,6 +60,11 @@ settings_define(void)
 							 "Smallest fraction of a partition's rows that a replacement may load.",
 							 "A replacement that would leave fewer rows is refused (IE002) unless the call passes allow_shrink; 0 turns the check off.",
 							 &idem_min_replaced_ratio, 0, 0, 1,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("idem_etl.allow_shrink",
+							 "Whether a replacement or a delete_missing may remove rows without the call passing allow_shrink.",
+							 "Off: replacing rows with none, or fewer than min_replaced_ratio of them, is refused (IE002) unless the call passes allow_shrink => true.",
+							 &idem_allow_shrink, false,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("idem_etl.max_workers",
 							"Most job workers running at once, across the cluster.",

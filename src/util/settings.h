@@ -14,6 +14,7 @@ extern int	idem_lock_timeout;	/* ms */
 extern int	idem_lock_retries;
 extern char *idem_partition_time_zone;
 extern double idem_min_replaced_ratio;
+extern bool idem_allow_shrink;
 extern int	idem_max_workers;
 extern int	idem_naptime;		/* ms */
 extern int	idem_max_backoff;	/* s */

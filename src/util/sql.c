@@ -137,6 +137,21 @@ sql_single_query(const char *sql, const char *argname)
 	return pnstrdup(sql + raw->stmt_location, raw->stmt_len);
 }
 
+/*
+ * The number of columns of query when it is a bare VALUES list (ORDER BY,
+ * LIMIT allowed), else -1.  query is one statement (sql_single_query).
+ */
+int
+sql_values_width(const char *query)
+{
+	List	   *stmts = sql_parse(query);
+	SelectStmt *s = (SelectStmt *) linitial_node(RawStmt, stmts)->stmt;
+
+	if (!IsA(s, SelectStmt) || s->valuesLists == NIL || s->withClause)
+		return -1;
+	return list_length(linitial(s->valuesLists));
+}
+
 void
 sql_check_sort_list(const char *fragment, const char *argname)
 {

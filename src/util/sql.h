@@ -13,6 +13,7 @@
 extern List *sql_parse(const char *sql);
 
 /* Checks on SQL text taken from an argument; each returns or raises 42601. */
+extern int	sql_values_width(const char *query);
 extern char *sql_single_query(const char *sql, const char *argname);
 extern void sql_check_sort_list(const char *fragment, const char *argname);
 extern void sql_check_expression(const char *fragment, const char *argname);

@@ -91,7 +91,9 @@ target_open(Oid relid, AclMode mode, bool replacing)
 				 errmsg("\"%s\" is not a table", relname),
 				 errdetail("idem_etl loads into ordinary and partitioned tables only."),
 				 errhint("Pass the table itself, not a view, index, sequence or foreign table.")));
-	require_some_privilege(relid, relname, mode);
+	/* named with its schema: a source may read a table of the same name */
+	require_some_privilege(relid, quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+															 relname), mode);
 	LockRelationOid(relid, replacing && relkind == RELKIND_RELATION ?
 					AccessShareLock : RowExclusiveLock);
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
@@ -566,9 +568,9 @@ target_check_privileges(TargetInfo *target, char **columns, int ncolumns,
 
 		if (pg_attribute_aclcheck(target->relid, col->attnum, userid, mode) != ACLCHECK_OK)
 			aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(target->relkind),
-						   target->relname);
+						   target->qualname);
 	}
 	if (ncolumns == 0)
 		aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(target->relkind),
-					   target->relname);
+					   target->qualname);
 }

@@ -57,8 +57,10 @@ sub growth
 my %calls = (
 	'etl_upsert_batch' =>
 	  q{SELECT * FROM etl_upsert_batch('u', 'SELECT %1$s %% 100 AS id, ''v%1$s'' AS v')},
+	# nothing kept: 2,000 kept versions would be 2,000 new tables, which the
+	# backend's catalog caches rightly remember
 	'etl_replace_partition' =>
-	  q{SELECT * FROM etl_replace_partition('p', '2026-11-0' || (%1$s %% 9 + 1), 'SELECT ''2026-11-0' || (%1$s %% 9 + 1) || '''::date AS d, %1$s AS id, ''v'' AS v')},
+	  q{SELECT * FROM etl_replace_partition('p', '2026-11-0' || (%1$s %% 9 + 1), 'SELECT ''2026-11-0' || (%1$s %% 9 + 1) || '''::date AS d, %1$s AS id, ''v'' AS v', keep_replaced => '0')},
 	'etl_restore_partition' =>
 	  q{SELECT etl_restore_partition('r', '2026-11-01') /* %1$s */},
 	'etl_submit, etl_wait, etl_cancel' =>

@@ -84,6 +84,9 @@ sub load_old
 {
 	my ($db, $version) = @_;
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	# one kept partition, the one made below (0.3 keeps every replaced
+	# partition for a day by default)
+	$node->safe_psql('postgres', "ALTER DATABASE $db SET idem_etl.keep_replaced = 0");
 	$node->safe_psql($db, qq{
 		CREATE EXTENSION idem_etl VERSION '$version';
 		CREATE TABLE u (id int PRIMARY KEY, v text);
@@ -162,11 +165,14 @@ foreach my $version (@released)
 	is(outcome($db, $replace), 'skipped', "$db: the replace rerun is skipped after the update");
 	is(outcome($db, $replace_new), 'skipped',
 		"$db: the rerun into the created partition is skipped after the update");
-	# a plain table's old runs have no bound (README, Upgrading): the first
-	# rerun loads again, the next one is skipped
-	is(outcome($db, $replace_plain), 'applied',
-		"$db: the plain-table rerun loads once more after the update");
-	is(outcome($db, $replace_plain), 'skipped', "$db: and is skipped after that");
+	# a plain table's runs of 0.1 have no bound (README, Upgrading): the
+	# first rerun loads again, the next one is skipped; 0.2 recorded it
+	if ($version eq '0.1')
+	{
+		is(outcome($db, $replace_plain), 'applied',
+			"$db: the plain-table rerun loads once more after the update");
+	}
+	is(outcome($db, $replace_plain), 'skipped', "$db: the plain-table rerun is skipped");
 
 	# the kept partition restores
 	$node->safe_psql($db, q{SELECT etl_restore_partition('pk', '2026-11-28')});
