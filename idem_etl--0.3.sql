@@ -119,9 +119,9 @@ CREATE TABLE idem_etl.jobs (
     worker_pid       integer
 );
 -- job notices
--- The NOTICE, INFO and WARNING messages of the job's latest attempt, one a
--- line, the last 20 (a job worker has no client, and the server log takes
--- WARNING and above only by default): src/worker/worker_job.c.
+-- The NOTICE, INFO and WARNING messages of the job's latest attempt that
+-- raised any, one a line, the last 20 (a job worker has no client, and the
+-- server log takes WARNING and above only by default): worker_job.c.
 ALTER TABLE idem_etl.jobs ADD COLUMN notices text;
 -- Job names are per submitting role: another role's job of the same name
 -- is neither returned to you nor in your way.

@@ -746,22 +746,22 @@ jobs_attempt_failed(int64 job_id, int sqlerrcode, const char *message)
 }
 
 /*
- * The NOTICE, INFO and WARNING messages of the job's latest attempt
- * (worker_job.c collects them), NULL for none; in the attempt's outcome's
- * transaction.  Objects older than 0.3 have no column for them.
+ * The NOTICE, INFO and WARNING messages of an attempt of the job
+ * (worker_job.c collects them), in the attempt's outcome's transaction.  An
+ * attempt that raised none writes nothing (most jobs: no extra write).
+ * Objects older than 0.3 have no column for them.
  */
 void
 jobs_set_notices(int64 job_id, const char *notices)
 {
 	Oid			argtypes[2] = {INT8OID, TEXTOID};
 	Datum		args[2];
-	char		nulls[2] = {' ', notices ? ' ' : 'n'};
 
-	if (!ledger_objects_at_least("0.3"))
+	if (notices == NULL || !ledger_objects_at_least("0.3"))
 		return;
 	args[0] = Int64GetDatum(job_id);
-	args[1] = notices ? CStringGetTextDatum(notices) : (Datum) 0;
+	args[1] = CStringGetTextDatum(notices);
 	ledger_exec_as_owner("UPDATE idem_etl.jobs SET notices = $2"
 						 " WHERE job_id OPERATOR(pg_catalog.=) $1",
-						 2, argtypes, args, nulls, SPI_OK_UPDATE);
+						 2, argtypes, args, NULL, SPI_OK_UPDATE);
 }
