@@ -1,4 +1,4 @@
-# 150_worker_status: idem_etl.worker_status tells the truth (issue 30,
+# 151_worker_status: idem_etl.worker_status tells the truth (issue 30,
 # point 6).
 #
 # - A database without the extension is not listed: the launcher visits
