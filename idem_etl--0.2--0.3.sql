@@ -98,3 +98,9 @@ COMMENT ON FUNCTION etl_replace_partition(regclass, text, text, text, interval, 
 
 COMMENT ON FUNCTION etl_replace_partitions(regclass, text, text, interval, interval, text, text, float8, boolean, text)
     IS 'replace every partition the query has rows for, atomically (dynamic overwrite)';
+
+-- job notices
+-- The NOTICE, INFO and WARNING messages of the job's latest attempt that
+-- raised any, one a line, the last 20 (a job worker has no client, and the
+-- server log takes WARNING and above only by default): worker_job.c.
+ALTER TABLE idem_etl.jobs ADD COLUMN notices text;

@@ -120,6 +120,11 @@ CREATE TABLE idem_etl.jobs (
     finished_at      timestamptz,
     worker_pid       integer
 );
+-- job notices
+-- The NOTICE, INFO and WARNING messages of the job's latest attempt that
+-- raised any, one a line, the last 20 (a job worker has no client, and the
+-- server log takes WARNING and above only by default): worker_job.c.
+ALTER TABLE idem_etl.jobs ADD COLUMN notices text;
 -- Job names are per submitting role: another role's job of the same name
 -- is neither returned to you nor in your way.
 CREATE UNIQUE INDEX jobs_pending_name ON idem_etl.jobs (submitted_by_oid, job_name)

@@ -138,9 +138,7 @@ rebuild_same_as_prior(ReplaceArgs *a, Oid partoid, const char *value, const char
 	}
 	ereport(NOTICE,
 			(errmsg("skipping replacement of %s in \"%s\": run %lld already has the same rows for run_key \"%s\"",
-					value, a->target->relname, (long long) prior.applied, a->run_key),
-			 errdetail("Nothing was rewritten."),
-			 errhint("Change the source, or use another run_key, to load it again.")));
+					value, a->target->relname, (long long) prior.applied, a->run_key)));
 	return true;
 }
 

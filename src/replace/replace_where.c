@@ -235,8 +235,7 @@ replace_where_run(ReplaceArgs *a, char *run_key, LedgerRun *run, ReplaceResult *
 			{
 				ereport(NOTICE,
 						(errmsg("skipping replacement of the rows of \"%s\" where %s: run %lld already has the same rows for run_key \"%s\"",
-								a->target->relname, a->condition, (long long) prior.applied, run_key),
-						 errdetail("Nothing was rewritten.")));
+								a->target->relname, a->condition, (long long) prior.applied, run_key)));
 				run->skipped = true;
 			}
 		}

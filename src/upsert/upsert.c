@@ -873,9 +873,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	{
 		ereport(NOTICE,
 				(errmsg("skipping upsert into \"%s\": run %lld already has this batch for run_key \"%s\"",
-						target->relname, (long long) prior.run_id, args.run_key),
-				 errdetail("Nothing was written."),
-				 errhint("Change the batch, or use another run_key, to apply it again.")));
+						target->relname, (long long) prior.run_id, args.run_key)));
 		run.skipped = true;
 		counts.unchanged = prior.rows;
 	}

@@ -744,3 +744,24 @@ jobs_attempt_failed(int64 job_id, int sqlerrcode, const char *message)
 						 " WHERE job_id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'running'",
 						 4, argtypes, args, NULL, SPI_OK_UPDATE);
 }
+
+/*
+ * The NOTICE, INFO and WARNING messages of an attempt of the job
+ * (worker_job.c collects them), in the attempt's outcome's transaction.  An
+ * attempt that raised none writes nothing (most jobs: no extra write).
+ * Objects older than 0.3 have no column for them.
+ */
+void
+jobs_set_notices(int64 job_id, const char *notices)
+{
+	Oid			argtypes[2] = {INT8OID, TEXTOID};
+	Datum		args[2];
+
+	if (notices == NULL || !ledger_objects_at_least("0.3"))
+		return;
+	args[0] = Int64GetDatum(job_id);
+	args[1] = CStringGetTextDatum(notices);
+	ledger_exec_as_owner("UPDATE idem_etl.jobs SET notices = $2"
+						 " WHERE job_id OPERATOR(pg_catalog.=) $1",
+						 2, argtypes, args, NULL, SPI_OK_UPDATE);
+}

@@ -21,5 +21,6 @@ extern int	jobs_purge_finished(void);
 extern char *jobs_start(int64 job_id);
 extern void jobs_succeeded(int64 job_id);
 extern void jobs_attempt_failed(int64 job_id, int sqlerrcode, const char *message);
+extern void jobs_set_notices(int64 job_id, const char *notices);
 
 #endif							/* IDEM_JOBS_H */

@@ -101,6 +101,7 @@ extern List *worker_unstarted_jobs(Oid dboid);
 extern void worker_fill_slot(Oid dboid, int64 job_id, Oid roleoid);
 extern void worker_report_visit(Oid dboid, int queued, TimestampTz next_due,
 								TimestampTz next_housekeeping);
+extern void worker_report_no_extension(Oid dboid);
 
 /* ... used by a job worker */
 extern void worker_job_running(int slot, int64 job_id);

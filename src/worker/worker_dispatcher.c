@@ -140,7 +140,7 @@ worker_dispatcher_main(Datum arg)
 	{
 		/* nothing to do here until a backend notes work again */
 		worker_end_tx();
-		worker_report_visit(ds.dboid, 0, DT_NOEND, DT_NOEND);
+		worker_report_no_extension(ds.dboid);
 		proc_exit(0);
 	}
 	if (!jobs_lock_state())

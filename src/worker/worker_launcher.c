@@ -159,9 +159,13 @@ reap_dispatcher(void)
 		if (!list_member_oid(list_databases(), dispatcher_db))
 			worker_forget_database(dispatcher_db);
 		else
+		{
 			worker_visit_failed(dispatcher_db,
 								TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 															(int64) idem_naptime * RETRY_NAPTIMES));
+			worker_set_reason(dispatcher_db,
+							  "the last visit of the database failed (see the server log); trying again");
+		}
 	}
 	worker_release_reserved(dispatcher_db);
 	pfree(dispatcher);

@@ -397,9 +397,6 @@ worker_next_visit(TimestampTz now, int *nclaim, TimestampTz *wake)
 		due = db->next_housekeeping <= now || (jobs_due && free_slots > 0);
 		if (jobs_due)
 			due_jobs++;
-		if (jobs_due && free_slots == 0)
-			snprintf(db->reason, sizeof(db->reason),
-					 "max_workers reached (idem_etl.max_workers = %d)", idem_max_workers);
 		if (!jobs_due)
 			*wake = Min(*wake, db->next_due);
 		if (db->next_housekeeping > now)
@@ -607,17 +604,23 @@ worker_fill_slot(Oid dboid, int64 job_id, Oid roleoid)
 
 /*
  * The visit is over: when the database is next due, and how many jobs wait.
- * The slots reserved for it and not filled are freed.
+ * The slots reserved for it and not filled are freed.  With forget (no
+ * idem_etl there), the database is forgotten, so that idem_etl.worker_status
+ * does not list it, unless work was noted there since the visit began
+ * (CREATE EXTENSION and etl_submit committed meanwhile): then it is visited
+ * again.  A backend that notes work later adds it back.
  */
-void
-worker_report_visit(Oid dboid, int queued, TimestampTz next_due,
-					TimestampTz next_housekeeping)
+static void
+report_visit(Oid dboid, int queued, TimestampTz next_due,
+			 TimestampTz next_housekeeping, bool forget)
 {
 	DbState    *db;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	db = db_entry(dboid, true);
-	if (db)
+	db = db_entry(dboid, !forget);
+	if (db && forget && db->noted_due == DT_NOEND && db->noted_housekeeping == DT_NOEND)
+		db->dboid = InvalidOid;
+	else if (db)
 	{
 		db->queued = queued;
 		db->next_due = Min(next_due, db->noted_due);
@@ -631,6 +634,20 @@ worker_report_visit(Oid dboid, int queued, TimestampTz next_due,
 			shared->jobs[i].state = SLOT_FREE;
 	LWLockRelease(shared->lock);
 	wake_launcher();
+}
+
+void
+worker_report_visit(Oid dboid, int queued, TimestampTz next_due,
+					TimestampTz next_housekeeping)
+{
+	report_visit(dboid, queued, next_due, next_housekeeping, false);
+}
+
+/* The dispatcher found no idem_etl in dboid. */
+void
+worker_report_no_extension(Oid dboid)
+{
+	report_visit(dboid, 0, DT_NOEND, DT_NOEND, true);
 }
 
 /* --- a job worker --- */
@@ -776,14 +793,28 @@ worker_signal_database(Oid dboid, List *procs)
 
 /* --- idem_etl.worker_status --- */
 
+/*
+ * Each database's status now.  The reason due jobs wait is the one the
+ * launcher recorded when it could not start a process or visit (cleared by
+ * the next visit's report), else "max_workers reached" when as many job
+ * workers as idem_etl.max_workers run or are about to, counted now: a
+ * reason kept from an earlier moment would outlive the jobs it was about
+ * (a worker ends, and until the next visit reports, only one of two runs).
+ */
 List *
 worker_status_list(void)
 {
 	List	   *list = NIL;
+	int			busy = 0;
+	int			limit;
 
 	if (shared == NULL)
 		return NIL;
 	LWLockAcquire(shared->lock, LW_SHARED);
+	limit = Min(idem_max_workers, shared->nslots);
+	for (int j = 0; j < shared->nslots; j++)
+		if (shared->jobs[j].state == SLOT_STARTED || shared->jobs[j].state == SLOT_CLAIMED)
+			busy++;
 	for (int i = 0; i < MAX_DATABASES; i++)
 	{
 		DbState    *db = &shared->dbs[i];
@@ -797,6 +828,9 @@ worker_status_list(void)
 		st->next_due = db->next_due;
 		st->next_housekeeping = db->next_housekeeping;
 		strlcpy(st->reason, db->reason, sizeof(st->reason));
+		if (st->reason[0] == '\0' && busy >= limit)
+			snprintf(st->reason, sizeof(st->reason),
+					 "max_workers reached (idem_etl.max_workers = %d)", idem_max_workers);
 		for (int j = 0; j < shared->nslots; j++)
 			if (shared->jobs[j].dboid == db->dboid &&
 				(shared->jobs[j].state == SLOT_STARTED || shared->jobs[j].state == SLOT_CLAIMED))
