@@ -17,6 +17,10 @@ OBJS = \
 	src/stage/compare.o \
 	src/upsert/dedup.o \
 	src/upsert/upsert.o \
+	src/snapshot/snapshot.o \
+	src/snapshot/snapshot_versions.o \
+	src/snapshot/snapshot_write.o \
+	src/snapshot/snapshot_ddl.o \
 	src/state/ledger.o \
 	src/state/audit.o \
 	src/state/progress.o \

@@ -189,4 +189,12 @@ compat_in_publication_by_name(Oid relid)
 #define TupleDescFinalize(desc) ((void) (desc))
 #endif
 
+/*
+ * Temporal keys: PRIMARY KEY and UNIQUE (..., range WITHOUT OVERLAPS), from
+ * 18 (upstream: "Add temporal PRIMARY KEY and UNIQUE constraints").
+ * etl_snapshot_ddl prints one as a statement where the server takes it,
+ * else as a comment.
+ */
+#define COMPAT_HAS_WITHOUT_OVERLAPS (PG_VERSION_NUM >= 180000)
+
 #endif							/* IDEM_COMPAT_H */
