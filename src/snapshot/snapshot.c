@@ -25,6 +25,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/rls.h"
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
@@ -510,7 +511,13 @@ etl_snapshot(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("etl_snapshot does not support partitioned table \"%s\"", s.target->relname),
 				 errhint("Keep the history in an ordinary table.")));
-	target_check_row_security(s.target->relid);
+	if (check_enable_rls(s.target->relid, InvalidOid, true) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("row-level security applies to role \"%s\" on \"%s\"",
+						GetUserNameFromId(GetUserId(), false), s.target->relname),
+				 errdetail("A current version the role cannot see would be opened again beside it."),
+				 errhint("Snapshot as a role that bypasses row security (BYPASSRLS, or the table's owner without FORCE ROW LEVEL SECURITY).")));
 	progress_start("snapshot", s.target->qualname, args.run_key);
 	run.target = s.target->qualname;
 	run.target_oid = s.target->relid;
