@@ -97,16 +97,17 @@ etl_snapshot_ddl(PG_FUNCTION_ARGS)
 	initStringInfo(&keylist);
 	sql_append_columns(&keylist, NULL, keys, nkeys);
 	initStringInfo(&buf);
-	appendStringInfo(&buf, "-- the current version of a key is unique\n"
-					 "CREATE UNIQUE INDEX ON %s (%s) WHERE %s ",
+	appendStringInfoString(&buf, "-- the current version of a key is unique\n");
+	appendStringInfo(&buf, "CREATE UNIQUE INDEX ON %s (%s) WHERE %s ",
 					 qualname, keylist.data, quote_identifier(vt));
 	if (current)
 		appendStringInfo(&buf, "OPERATOR(pg_catalog.=) %s::%s;\n", quote_literal_cstr(current),
 						 format_type_be_qualified(vtype));
 	else
 		appendStringInfoString(&buf, "IS NULL;\n");
-	appendStringInfo(&buf, "-- a key's history, in order\n"
-					 "CREATE INDEX ON %s (%s, %s);\n", qualname, keylist.data, quote_identifier(vf));
+	appendStringInfoString(&buf, "-- a key's history, in order\n");
+	appendStringInfo(&buf, "CREATE INDEX ON %s (%s, %s);\n", qualname, keylist.data,
+					 quote_identifier(vf));
 	if (range)
 	{
 		const char *prefix = COMPAT_HAS_WITHOUT_OVERLAPS ? "" : "-- ";
