@@ -33,7 +33,8 @@ SELECT inserted, closed, unchanged, late
   FROM etl_snapshot('snapb.dim', 'SELECT * FROM snapb.src', '{id}', updated_at => 'updated_at');
 SELECT id, v, valid_from, valid_to FROM snapb.dim ORDER BY id, valid_from;
 
--- the same batch again: nothing written; its older rows are late now
+-- the same batch again: nothing written; its older rows are stored versions,
+-- not late rows
 CREATE TABLE snapb.before AS SELECT ctid AS row_ctid FROM snapb.dim;
 SELECT inserted, closed, unchanged, late
   FROM etl_snapshot('snapb.dim', 'SELECT * FROM snapb.src', '{id}', updated_at => 'updated_at');
@@ -66,9 +67,12 @@ SELECT id, v, valid_from, valid_to FROM snapb.dim WHERE id = 3 ORDER BY valid_fr
 -- and the batch of the next date follows it
 SELECT inserted, closed, corrected, unchanged
   FROM etl_snapshot('snapb.dim', $q$SELECT 3 AS id, 'p3' AS v$q$, '{id}', valid_at => '2026-01-10');
--- a rerun of the older date is late
+-- a rerun of the older date finds its version stored: unchanged ...
 SELECT inserted, closed, corrected, unchanged, late
   FROM etl_snapshot('snapb.dim', $q$SELECT 3 AS id, 'p2' AS v$q$, '{id}', valid_at => '2026-01-09');
+-- ... and with other data it is late: skipped, history is never rewritten
+SELECT inserted, closed, corrected, unchanged, late
+  FROM etl_snapshot('snapb.dim', $q$SELECT 3 AS id, 'p9' AS v$q$, '{id}', valid_at => '2026-01-09');
 SELECT id, v, valid_from, valid_to FROM snapb.dim WHERE id = 3 ORDER BY valid_from;
 
 -- versions chain without gaps or overlaps, one current per key

@@ -30,7 +30,8 @@ SELECT inserted, closed FROM etl_snapshot('snapt.dim', 'SELECT * FROM snapt.src'
                                           valid_at => '2026-03-29 17:00:00');
 SET TimeZone = 'UTC';
 SELECT id, v, valid_from, valid_to FROM snapt.dim ORDER BY id, valid_from;
--- a rerun of both dates, under yet another time zone: the same history
+-- a rerun of both dates, under yet another time zone: the same history (the
+-- first date's rows are found among the stored versions)
 SET TimeZone = 'Europe/Berlin';
 CREATE TABLE snapt.before AS SELECT ctid AS row_ctid FROM snapt.dim;
 UPDATE snapt.src SET v = 'b' WHERE id = 2;

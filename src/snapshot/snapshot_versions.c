@@ -37,6 +37,8 @@ enum
 	V_SAME,						/* its tracked columns equal the row's */
 	V_LAST_CLAMPED,				/* of a deleted key's rows dated before its
 								 * return, the latest date */
+	V_KNOWN,					/* a row dated before the current version is
+								 * one of the key's stored versions */
 	V_NCOLS
 };
 
@@ -185,7 +187,11 @@ keep_version(TupleTableSlot *slot, void *arg)
 		(!live && !nl[n + V_FLOOR] && !nl[n + V_LAST_CLAMPED] &&
 		 compare_dates(f, v, nl, V_O, V_LAST_CLAMPED) < 0))
 	{
-		c->late++;
+		/* a batch holding a key's past, applied again, is not late */
+		if (!nl[n + V_KNOWN] && DatumGetBool(v[n + V_KNOWN]))
+			c->unchanged++;
+		else
+			c->late++;
 		return false;
 	}
 
@@ -210,6 +216,22 @@ keep_version(TupleTableSlot *slot, void *arg)
 	copy_row(f, f->keptcxt, f->kept, f->keptnull, v, nl);
 	c->inserted++;
 	return true;
+}
+
+/* prefix, then "the tracked columns of alias equal b's" (nothing if none) */
+static void
+append_same_image(StringInfo sql, SnapshotSpec *s, const char *alias, const char *prefix)
+{
+	if (s->ntracked == 0)
+		return;
+	appendStringInfo(sql, "%sidem_etl.same_image(", prefix);
+	for (int i = 0; i < s->ntracked; i++)
+	{
+		const char *col = quote_identifier(s->tracked[i]);
+
+		appendStringInfo(sql, "%s%s.%s, b.%s", i ? ", " : "", alias, col, col);
+	}
+	appendStringInfoChar(sql, ')');
 }
 
 /* The key columns, and then the row's date: the order of a key's history. */
@@ -257,19 +279,9 @@ versions_query(SnapshotSpec *s)
 	appendStringInfo(&sql, ", CASE WHEN %s OR %s IS NULL THEN %s ELSE GREATEST(%s, %s) END AS idem_from,"
 					 " c.ctid AS idem_cur, %s, %s, %s,",
 					 live.data, floor, date, date, back, date, floor, live.data);
-	if (s->ntracked == 0)
-		appendStringInfoString(&sql, " true,");
-	else
-	{
-		appendStringInfoString(&sql, " CASE WHEN c.ctid IS NOT NULL THEN idem_etl.same_image(");
-		for (int i = 0; i < s->ntracked; i++)
-		{
-			const char *col = quote_identifier(s->tracked[i]);
-
-			appendStringInfo(&sql, "%sc.%s, b.%s", i ? ", " : "", col, col);
-		}
-		appendStringInfoString(&sql, ") END,");
-	}
+	appendStringInfoString(&sql, " CASE WHEN c.ctid IS NOT NULL THEN true");
+	append_same_image(&sql, s, "c", " AND ");
+	appendStringInfoString(&sql, " END,");
 	if (s->keys_distinct)
 		appendStringInfo(&sql, " NULL%s", s->vcast);
 	else
@@ -279,6 +291,13 @@ versions_query(SnapshotSpec *s)
 		sql_append_columns(&sql, "b", s->key->names, s->key->ncolumns);
 		appendStringInfoChar(&sql, ')');
 	}
+	appendStringInfo(&sql, ", CASE WHEN %s AND NOT %s %s %s THEN EXISTS (SELECT FROM ONLY %s k WHERE ",
+					 live.data, floor, s->vle, date, s->target->qualname);
+	sql_append_key_match(&sql, "k", "b", s->key->names, s->key->eqops, s->key->ncolumns,
+						 false);
+	appendStringInfo(&sql, " AND k.%s %s %s", vf, s->veq, date);
+	append_same_image(&sql, s, "k", " AND ");
+	appendStringInfoString(&sql, ") END");
 	appendStringInfo(&sql, " FROM %s b LEFT JOIN ONLY %s c ON ", s->stage->name,
 					 s->target->qualname);
 	sql_append_key_match(&sql, "c", "b", s->key->names, s->key->eqops, s->key->ncolumns,
