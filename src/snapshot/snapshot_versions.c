@@ -162,7 +162,9 @@ keep_version(TupleTableSlot *slot, void *arg)
 						f->s->updated_at, f->s->target->relname),
 				 errdetail("The row has key %s.", key_text(f, v, nl)),
 				 errhint("Every row must say when it became valid; filter or fix the row in the source query.")));
-	same_key = f->have_prev && ordering_key_equal(f->key, v, nl, f->prev, f->prevnull);
+	/* with one row per key, no row is compared with another of the batch */
+	same_key = !f->s->keys_distinct && f->have_prev &&
+		ordering_key_equal(f->key, v, nl, f->prev, f->prevnull);
 	if (same_key &&
 		ApplySortComparator(v[n + V_O], false, f->prev[n + V_O], false, f->vcmp) == 0)
 	{
@@ -179,8 +181,11 @@ keep_version(TupleTableSlot *slot, void *arg)
 	}
 	if (!same_key)
 		f->kept_any = false;
-	copy_row(f, f->prevcxt, f->prev, f->prevnull, v, nl);
-	f->have_prev = true;
+	if (!f->s->keys_distinct)
+	{
+		copy_row(f, f->prevcxt, f->prev, f->prevnull, v, nl);
+		f->have_prev = true;
+	}
 
 	live = DatumGetBool(v[n + V_LIVE]);
 	if ((live && compare_dates(f, v, nl, V_O, V_FLOOR) < 0) ||
@@ -213,7 +218,8 @@ keep_version(TupleTableSlot *slot, void *arg)
 			c->closed++;
 	}
 	f->kept_any = true;
-	copy_row(f, f->keptcxt, f->kept, f->keptnull, v, nl);
+	if (!f->s->keys_distinct)
+		copy_row(f, f->keptcxt, f->kept, f->keptnull, v, nl);
 	c->inserted++;
 	return true;
 }
