@@ -53,6 +53,15 @@ SELECT * FROM snape.err($$SELECT * FROM etl_snapshot('snape.dim', 'SELECT * FROM
     expect => 'count(*) > 1')$$);
 SELECT * FROM snape.err($$SELECT * FROM etl_snapshot('snape.dim', 'SELECT * FROM snape.ok', '{id}', valid_at => '2026-01-01',
     current_valid_to => 'soon')$$);
+SELECT * FROM snape.err($$SELECT * FROM etl_snapshot('snape.dim', 'SELECT * FROM snape.ok', '{valid_from}', valid_at => '2026-01-01')$$);
+SELECT * FROM snape.err($$SELECT * FROM etl_snapshot('snape.dim', 'SELECT * FROM snape.ok', '{id}', valid_at => '2026-01-01',
+    run_key => repeat('k', 1025))$$);
+CREATE TABLE snape.odd (id int, j json, valid_from json, valid_to json);
+SELECT * FROM snape.err($$SELECT * FROM etl_snapshot('snape.odd', 'SELECT 1 AS id', '{id}', valid_at => '2026-01-01')$$);
+SELECT * FROM snape.err($$SELECT * FROM etl_snapshot('snape.odd', 'SELECT 1 AS id', '{j}', valid_at => '2026-01-01')$$);
+SELECT * FROM snape.err($$SELECT etl_snapshot_ddl('snape.dim', '{nope}')$$);
+SELECT * FROM snape.err($$SELECT etl_snapshot_ddl('snape.dim', '{}')$$);
+SELECT * FROM snape.err($$SELECT etl_snapshot_ddl(NULL, '{id}')$$);
 -- the source
 SELECT * FROM snape.err($$SELECT * FROM etl_snapshot('snape.dim', 'SELECT 1 AS id; SELECT 2 AS id', '{id}', valid_at => '2026-01-01')$$);
 SELECT * FROM snape.err($$SELECT * FROM etl_snapshot('snape.dim', 'SELECT 1 AS id, 2 AS nope', '{id}', valid_at => '2026-01-01')$$);

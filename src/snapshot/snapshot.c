@@ -309,7 +309,10 @@ tracked_columns(SnapshotSpec *s, const SnapshotArgs *args)
 	}
 }
 
-/* The batch's columns against what the snapshot needs and maintains. */
+/*
+ * The batch's columns against what the snapshot needs and maintains (a key
+ * column that is a validity column is refused by one or the other).
+ */
 static void
 check_source_columns(SnapshotSpec *s)
 {
@@ -333,12 +336,6 @@ check_source_columns(SnapshotSpec *s)
 					 errmsg("column \"%s\" of the source is maintained by etl_snapshot", kept[i]),
 					 errdetail("etl_snapshot writes the validity columns (and is_deleted) itself."),
 					 errhint("Leave the column out of the source query.")));
-	for (int i = 0; i < s->key->ncolumns; i++)
-		for (int j = 0; j < 3; j++)
-			if (kept[j] && strcmp(s->key->names[i], kept[j]) == 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("key column \"%s\" is a column etl_snapshot maintains", kept[j])));
 }
 
 /*
