@@ -44,8 +44,7 @@ typedef struct SnapshotSpec
 
 typedef struct SnapshotCounts
 {
-	int64		inserted;		/* versions written, deletion records
-								 * included */
+	int64		inserted;		/* versions written, deletion records included */
 	int64		closed;			/* current versions given a valid_to */
 	int64		corrected;		/* current versions replaced: the batch dates
 								 * a different row at their valid_from */

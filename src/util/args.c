@@ -89,7 +89,7 @@ args_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
 }
 
 /* The names of a text[] argument: one-dimensional, no NULL, no repeats. */
-char **
+char	  **
 args_names(ArrayType *arr, const char *argname, int *n)
 {
 	Datum	   *elems;
