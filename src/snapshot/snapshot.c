@@ -485,7 +485,6 @@ etl_snapshot(PG_FUNCTION_ARGS)
 	SnapshotSpec s;
 	SnapshotCounts counts;
 	LedgerRun	run;
-	LedgerPrior prior = {0, NULL, 0};
 	Datum		values[8];
 	bool		nulls[8] = {false, false, false, false, false, false, false, false};
 
@@ -546,29 +545,9 @@ etl_snapshot(PG_FUNCTION_ARGS)
 	run.expectation = args.expect;
 	run.fingerprint = stage_batch_fingerprint(s.stage, fingerprint_options(&s, &args));
 
-	if (args.run_key)
-		prior = ledger_prior_run(s.target->relid, run.operation, args.run_key, NULL);
-	if (prior.run_id != 0 && strcmp(prior.fingerprint, run.fingerprint) == 0)
-	{
-		ereport(NOTICE,
-				(errmsg("skipping snapshot of \"%s\": run %lld already has this batch for run_key \"%s\"",
-						s.target->relname, (long long) prior.run_id, args.run_key),
-				 errdetail("Nothing was written."),
-				 errhint("Change the batch, or use another run_key, to apply it again.")));
-		run.skipped = true;
-		counts.unchanged = prior.rows;
-	}
-	else
-	{
-		if (prior.run_id != 0)
-		{
-			ereport(NOTICE,
-					(errmsg("run_key \"%s\" was applied to \"%s\" by run %lld with a different batch; applying this one as a correction",
-							args.run_key, s.target->relname, (long long) prior.run_id)));
-			run.corrects = prior.run_id;
-		}
+	if (!args.run_key ||
+		!ledger_skip_batch(&run, s.target->relname, "snapshot of", &counts.unchanged))
 		apply_batch(&s, &args, &counts);
-	}
 	stage_end(s.stage);
 
 	run.inserted = counts.inserted;

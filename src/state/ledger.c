@@ -308,6 +308,41 @@ ledger_prior_run(Oid target, const char *operation, const char *run_key,
 }
 
 /*
+ * For a batch load with a run_key (run: its operation, target, run_key and
+ * the batch's fingerprint): true when the latest run under the run_key
+ * applied this same batch, so that the call is skipped (run->skipped, and
+ * *unchanged the rows that run left as the batch's result); else false, and
+ * run->corrects names that run when it applied another batch.  Each case is
+ * a NOTICE; what names the call in it ("upsert into").
+ */
+bool
+ledger_skip_batch(LedgerRun *run, const char *relname, const char *what,
+				  int64 *unchanged)
+{
+	LedgerPrior prior = ledger_prior_run(run->target_oid, run->operation,
+										 run->run_key, NULL);
+
+	if (prior.run_id == 0)
+		return false;
+	if (strcmp(prior.fingerprint, run->fingerprint) == 0)
+	{
+		ereport(NOTICE,
+				(errmsg("skipping %s \"%s\": run %lld already has this batch for run_key \"%s\"",
+						what, relname, (long long) prior.run_id, run->run_key),
+				 errdetail("Nothing was written."),
+				 errhint("Change the batch, or use another run_key, to apply it again.")));
+		run->skipped = true;
+		*unchanged = prior.rows;
+		return true;
+	}
+	ereport(NOTICE,
+			(errmsg("run_key \"%s\" was applied to \"%s\" by run %lld with a different batch; applying this one as a correction",
+					run->run_key, relname, (long long) prior.run_id)));
+	run->corrects = prior.run_id;
+	return false;
+}
+
+/*
  * Run a one-row lookup in the ledger (first column a run_id) as committed
  * now; under REPEATABLE READ or SERIALIZABLE, a serialization failure when
  * the transaction's snapshot would see another answer (see above).

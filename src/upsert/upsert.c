@@ -728,7 +728,6 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	UpsertArgs	args;
 	UpsertCounts counts = {0, 0, 0, 0};
 	LedgerRun	run;
-	LedgerPrior prior = {0, NULL, 0};
 	TargetInfo *target;
 	TargetKey  *key;
 	Stage	   *stage;
@@ -807,27 +806,9 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	run.fingerprint = stage_batch_fingerprint(stage, fingerprint_options(target, key, stage, &args,
 																		 setcols, nset));
 
-	if (args.run_key)
-		prior = ledger_prior_run(target->relid, run.operation, args.run_key, NULL);
-	if (prior.run_id != 0 && strcmp(prior.fingerprint, run.fingerprint) == 0)
+	if (!args.run_key ||
+		!ledger_skip_batch(&run, target->relname, "upsert into", &counts.unchanged))
 	{
-		ereport(NOTICE,
-				(errmsg("skipping upsert into \"%s\": run %lld already has this batch for run_key \"%s\"",
-						target->relname, (long long) prior.run_id, args.run_key),
-				 errdetail("Nothing was written."),
-				 errhint("Change the batch, or use another run_key, to apply it again.")));
-		run.skipped = true;
-		counts.unchanged = prior.rows;
-	}
-	else
-	{
-		if (prior.run_id != 0)
-		{
-			ereport(NOTICE,
-					(errmsg("run_key \"%s\" was applied to \"%s\" by run %lld with a different batch; applying this one as a correction",
-							args.run_key, target->relname, (long long) prior.run_id)));
-			run.corrects = prior.run_id;
-		}
 		progress_phase("checking keys", stage->nrows);
 		batch = dedup_batch(target, key, stage, args.order_by);
 		progress_phase("merging", batch.nkeys);
