@@ -123,4 +123,17 @@ SELECT inserted, closed, unchanged
                     is_deleted_column => 'gone');
 SELECT shop, sku, price, from_ts, to_ts, gone FROM snap.prices ORDER BY shop, sku, from_ts;
 
+-- a snapshot that wrote rows is a change for the run_key skips of the
+-- replacements of the same table: their rerun applies again
+CREATE TABLE snap.mixed (d date NOT NULL, id int, v text, valid_from timestamptz, valid_to timestamptz);
+SELECT rows_loaded, skipped FROM etl_replace_partition('snap.mixed', '2026-01-01',
+    $q$SELECT '2026-01-01'::date AS d, 1 AS id, 'a' AS v, '2026-01-01 00:00+00'::timestamptz AS valid_from$q$,
+    partition_column => 'd', run_key => 'r1');
+SELECT inserted FROM etl_snapshot('snap.mixed', $q$SELECT '2026-01-01'::date AS d, 1 AS id, 'b' AS v$q$, '{id}',
+                                  valid_at => '2026-01-02 00:00+00');
+SELECT rows_loaded, skipped FROM etl_replace_partition('snap.mixed', '2026-01-01',
+    $q$SELECT '2026-01-01'::date AS d, 1 AS id, 'a' AS v, '2026-01-01 00:00+00'::timestamptz AS valid_from$q$,
+    partition_column => 'd', run_key => 'r1');
+SELECT d, id, v FROM snap.mixed;
+
 DROP SCHEMA snap CASCADE;
