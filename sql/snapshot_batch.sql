@@ -54,6 +54,10 @@ SELECT * FROM snapb.err($$SELECT * FROM etl_snapshot('snapb.dim',
 -- without updated_at every row is dated valid_at: two rows of a key differ
 SELECT * FROM snapb.err($$SELECT * FROM etl_snapshot('snapb.dim',
     $q$SELECT * FROM (VALUES (3, 'p'), (3, 'q')) s(id, v)$q$, '{id}', valid_at => '2026-01-09')$$);
+-- a NULL updated_at, the target not empty: 22004 naming the key
+SELECT * FROM snapb.err($$SELECT * FROM etl_snapshot('snapb.dim',
+    $q$SELECT * FROM (VALUES (1, 'z', NULL::timestamptz)) s(id, v, updated_at)$q$,
+    '{id}', updated_at => 'updated_at')$$);
 -- exact duplicates are one row
 SELECT inserted, closed, unchanged
   FROM etl_snapshot('snapb.dim', $q$SELECT * FROM (VALUES (3, 'p'), (3, 'p')) s(id, v)$q$,

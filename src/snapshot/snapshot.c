@@ -76,6 +76,18 @@ snapshot_append_current(StringInfo buf, SnapshotSpec *s, const char *alias, bool
 		appendStringInfo(buf, " AND %s.%s IS NOT TRUE", alias, quote_identifier(s->is_deleted));
 }
 
+/* A row of the batch whose updated_at is NULL: 22004, naming its key. */
+void
+snapshot_refuse_null_date(SnapshotSpec *s, const char *key)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+			 errmsg("updated_at column \"%s\" is NULL in a row of the batch for \"%s\"",
+					s->updated_at, s->target->relname),
+			 errdetail("The row has key %s.", key),
+			 errhint("Every row must say when it became valid; filter or fix the row in the source query.")));
+}
+
 static TargetColumn *
 required_column(TargetInfo *target, const char *name, const char *argname)
 {
@@ -454,11 +466,20 @@ apply_batch(SnapshotSpec *s, const SnapshotArgs *args, SnapshotCounts *counts)
 					 s->target->relname, "the current versions");
 	}
 	s->keys_distinct = stage_keys_distinct(s->stage);
-	progress_phase("comparing", s->stage->nrows);
-	versions = snapshot_versions(s, counts);
-	progress_phase("writing", counts->inserted);
-	snapshot_write_versions(s, versions, counts);
-	stage_drop(versions);
+	if (s->keys_distinct && snapshot_write_empty(s))
+	{
+		/* a first load: every row opens its key's first version */
+		progress_phase("writing", s->stage->nrows);
+		counts->inserted = snapshot_write_first(s);
+	}
+	else
+	{
+		progress_phase("comparing", s->stage->nrows);
+		versions = snapshot_versions(s, counts);
+		progress_phase("writing", counts->inserted);
+		snapshot_write_versions(s, versions, counts);
+		stage_drop(versions);
+	}
 	if (s->deletes != SNAPSHOT_DELETES_IGNORE)
 	{
 		int64		deleted;

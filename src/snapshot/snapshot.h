@@ -56,6 +56,7 @@ typedef struct SnapshotCounts
 /* snapshot.c */
 extern void snapshot_append_current(StringInfo buf, SnapshotSpec *s,
 									const char *alias, bool live);
+extern void snapshot_refuse_null_date(SnapshotSpec *s, const char *key);
 
 /* snapshot_versions.c */
 extern StagedRel *snapshot_versions(SnapshotSpec *s, SnapshotCounts *counts);
@@ -64,6 +65,8 @@ extern StagedRel *snapshot_versions(SnapshotSpec *s, SnapshotCounts *counts);
 extern void snapshot_write_versions(SnapshotSpec *s, StagedRel *versions,
 									SnapshotCounts *counts);
 extern int64 snapshot_write_live_keys(SnapshotSpec *s);
+extern bool snapshot_write_empty(SnapshotSpec *s);
+extern int64 snapshot_write_first(SnapshotSpec *s);
 extern int64 snapshot_write_deletes(SnapshotSpec *s);
 
 #endif							/* IDEM_SNAPSHOT_H */

@@ -158,12 +158,7 @@ keep_version(TupleTableSlot *slot, void *arg)
 	f->seen++;
 
 	if (nl[n + V_O])
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("updated_at column \"%s\" is NULL in a row of the batch for \"%s\"",
-						f->s->updated_at, f->s->target->relname),
-				 errdetail("The row has key %s.", key_text(f, v, nl)),
-				 errhint("Every row must say when it became valid; filter or fix the row in the source query.")));
+		snapshot_refuse_null_date(f->s, key_text(f, v, nl));
 	/* with one row per key, no row is compared with another of the batch */
 	same_key = !f->s->keys_distinct && f->have_prev &&
 		ordering_key_equal(f->key, v, nl, f->prev, f->prevnull);

@@ -105,6 +105,60 @@ snapshot_write_versions(SnapshotSpec *s, StagedRel *versions, SnapshotCounts *co
 	sql_exec(sql.data);
 }
 
+/* Whether the target holds no row at all. */
+bool
+snapshot_write_empty(SnapshotSpec *s)
+{
+	return sql_exec_int8(psprintf("SELECT (NOT EXISTS (SELECT FROM ONLY %s))::pg_catalog.int4::pg_catalog.int8",
+								  s->target->qualname)) == 1;
+}
+
+/*
+ * The first load of an empty target, with one row per key: every row of
+ * the batch opens its key's first version, current, inserted straight from
+ * the stage (no comparison, no second staging).  A row whose updated_at is
+ * NULL is refused first, naming its key.
+ */
+int64
+snapshot_write_first(SnapshotSpec *s)
+{
+	StringInfoData sql;
+
+	if (s->updated_at)
+	{
+		initStringInfo(&sql);
+		appendStringInfoString(&sql, "SELECT ");
+		for (int i = 0; i < s->key->ncolumns; i++)
+			appendStringInfo(&sql, "%sb.%s::pg_catalog.text", i ? ", " : "",
+							 quote_identifier(s->key->names[i]));
+		appendStringInfo(&sql, " FROM %s b WHERE b.%s IS NULL LIMIT 1", s->stage->name,
+						 quote_identifier(s->updated_at));
+		if (sql_exec(sql.data) > 0)
+		{
+			StringInfoData key;
+
+			initStringInfo(&key);
+			appendStringInfo(&key, "(%s)=(", target_key_list(s->key));
+			for (int i = 0; i < s->key->ncolumns; i++)
+			{
+				char	   *v = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1);
+
+				appendStringInfo(&key, "%s%s", i ? ", " : "", v ? v : "null");
+			}
+			appendStringInfoChar(&key, ')');
+			snapshot_refuse_null_date(s, key.data);
+		}
+	}
+	initStringInfo(&sql);
+	append_insert_into(&sql, s);
+	appendStringInfo(&sql, ", %s, %s", s->updated_at ?
+					 quote_identifier(s->updated_at) : s->valid_at, current_to(s));
+	if (s->is_deleted)
+		appendStringInfoString(&sql, ", false");
+	appendStringInfo(&sql, " FROM %s", s->stage->name);
+	return (int64) sql_exec(sql.data);
+}
+
 /* The keys that have a current version not deleted. */
 int64
 snapshot_write_live_keys(SnapshotSpec *s)
