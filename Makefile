@@ -19,6 +19,10 @@ OBJS = \
 	src/stage/evolve.o \
 	src/upsert/dedup.o \
 	src/upsert/upsert.o \
+	src/snapshot/snapshot.o \
+	src/snapshot/snapshot_versions.o \
+	src/snapshot/snapshot_write.o \
+	src/snapshot/snapshot_ddl.o \
 	src/state/ledger.o \
 	src/state/audit.o \
 	src/state/progress.o \

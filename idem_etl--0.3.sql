@@ -306,3 +306,42 @@ LANGUAGE C VOLATILE SECURITY INVOKER;
 
 COMMENT ON FUNCTION etl_backfill(text, date, date, interval, text)
     IS 'queue one job per date, {run_date} replaced by the date, oldest first';
+
+-- etl_snapshot (SCD type 2)
+CREATE FUNCTION etl_snapshot(
+    target            regclass,
+    source            text,
+    key_columns       "any",
+    updated_at        text        DEFAULT NULL,
+    valid_at          timestamptz DEFAULT NULL,
+    check_columns     "any"       DEFAULT NULL,
+    exclude_columns   "any"       DEFAULT NULL,
+    hard_deletes      text        DEFAULT 'ignore',
+    allow_shrink      boolean     DEFAULT NULL,
+    valid_from_column text        DEFAULT 'valid_from',
+    valid_to_column   text        DEFAULT 'valid_to',
+    is_deleted_column text        DEFAULT NULL,
+    current_valid_to  text        DEFAULT NULL,
+    run_key           text        DEFAULT NULL,
+    expect            text        DEFAULT NULL,
+    on_schema_change  text        DEFAULT NULL)
+RETURNS TABLE (run_id bigint, inserted bigint, closed bigint, corrected bigint,
+               unchanged bigint, deleted bigint, late bigint, skipped boolean)
+AS 'MODULE_PATHNAME', 'etl_snapshot'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_snapshot(regclass, text, "any", text, timestamptz, "any", "any", text, boolean, text, text, text, text, text, text, text)
+    IS 'keep the history of a source as versions (SCD type 2); rerunning it changes nothing';
+
+CREATE FUNCTION etl_snapshot_ddl(
+    target            regclass,
+    key_columns       "any",
+    valid_from_column text DEFAULT 'valid_from',
+    valid_to_column   text DEFAULT 'valid_to',
+    current_valid_to  text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'etl_snapshot_ddl'
+LANGUAGE C STABLE SECURITY INVOKER;
+
+COMMENT ON FUNCTION etl_snapshot_ddl(regclass, "any", text, text, text)
+    IS 'the indexes and temporal key recommended for an etl_snapshot target, as text';

@@ -235,4 +235,12 @@ compat_query_unreadable_rel(Query *q, Oid *checked)
 	return InvalidOid;
 }
 
+/*
+ * Temporal keys: PRIMARY KEY and UNIQUE (..., range WITHOUT OVERLAPS), from
+ * 18 (upstream: "Add temporal PRIMARY KEY and UNIQUE constraints").
+ * etl_snapshot_ddl prints one as a statement where the server takes it,
+ * else as a comment.
+ */
+#define COMPAT_HAS_WITHOUT_OVERLAPS (PG_VERSION_NUM >= 180000)
+
 #endif							/* IDEM_COMPAT_H */

@@ -308,6 +308,39 @@ ledger_prior_run(Oid target, const char *operation, const char *run_key,
 }
 
 /*
+ * For a batch load with a run_key (run: its operation, target, run_key and
+ * the batch's fingerprint): true when the latest run under the run_key
+ * applied this same batch, so that the call is skipped (run->skipped, and
+ * *unchanged the rows that run left as the batch's result); else false, and
+ * run->corrects names that run when it applied another batch.  Each case is
+ * a NOTICE; what names the call in it ("upsert into").
+ */
+bool
+ledger_skip_batch(LedgerRun *run, const char *relname, const char *what,
+				  int64 *unchanged)
+{
+	LedgerPrior prior = ledger_prior_run(run->target_oid, run->operation,
+										 run->run_key, NULL);
+
+	if (prior.run_id == 0)
+		return false;
+	if (strcmp(prior.fingerprint, run->fingerprint) == 0)
+	{
+		ereport(NOTICE,
+				(errmsg("skipping %s \"%s\": run %lld already has this batch for run_key \"%s\"",
+						what, relname, (long long) prior.run_id, run->run_key)));
+		run->skipped = true;
+		*unchanged = prior.rows;
+		return true;
+	}
+	ereport(NOTICE,
+			(errmsg("run_key \"%s\" was applied to \"%s\" by run %lld with a different batch; applying this one as a correction",
+					run->run_key, relname, (long long) prior.run_id)));
+	run->corrects = prior.run_id;
+	return false;
+}
+
+/*
  * Run a one-row lookup in the ledger (first column a run_id) as committed
  * now; under REPEATABLE READ or SERIALIZABLE, a serialization failure when
  * the transaction's snapshot would see another answer (see above).
@@ -395,13 +428,13 @@ prior_and_change(SPITupleTable *tt, SPIPlanPtr *change_cache, const char *change
 	" AND ((target_oid OPERATOR(pg_catalog.=) $1 AND " col " OPERATOR(pg_catalog.=) $3" \
 	" AND (operation OPERATOR(pg_catalog.=) 'replace_partition'" \
 	" OR operation OPERATOR(pg_catalog.=) 'restore_partition'))" \
-	" OR (operation OPERATOR(pg_catalog.=) 'upsert'" \
+	" OR (operation OPERATOR(pg_catalog.=) ANY ('{upsert,snapshot}'::pg_catalog.text[])" \
 	" AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)" \
 	" OPERATOR(pg_catalog.>) 0)" \
 	" OR (target_oid OPERATOR(pg_catalog.=) $1 AND operation OPERATOR(pg_catalog.=) 'replace_where'" \
 	" AND (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1)" \
 	" OPERATOR(pg_catalog.<>) 'p')" \
-	" OR (target_oid OPERATOR(pg_catalog.=) ANY ($4) AND operation OPERATOR(pg_catalog.<>) 'upsert'))" \
+	" OR (target_oid OPERATOR(pg_catalog.=) ANY ($4) AND operation OPERATOR(pg_catalog.<>) ALL ('{upsert,snapshot}'::pg_catalog.text[])))" \
 	" ORDER BY run_id LIMIT 1"
 
 /*
@@ -438,8 +471,8 @@ related_targets(Oid target, Oid partoid, bool descendants)
  * values of a month name the same monthly partition): the latest run with
  * run_key that replaced the partition with that bound, and the first run
  * after it that changed the partition: another replacement or a restore of
- * it, an upsert into the target that wrote rows (which partitions an upsert
- * wrote is not recorded, so any such upsert counts), or, on a plain table,
+ * it, an upsert or a snapshot into the target that wrote rows (which
+ * partitions those wrote is not recorded, so any such run counts), or, on a plain table,
  * an etl_replace_where (its condition cannot be compared with a value; on
  * a partitioned table it records a replacement of each partition it
  * rebuilt); and any load that wrote through the partition partoid itself
@@ -480,7 +513,7 @@ ledger_partition_prior(Oid target, Oid partoid, const char *run_key,
  * etl_replace_where with run_key: the latest run with run_key that replaced
  * the rows of this condition on target, and the first later run that wrote
  * into target at all (a replacement of any partition, a restore, another
- * etl_replace_where, an upsert that wrote rows, also through a partition of
+ * etl_replace_where, an upsert or snapshot that wrote rows, also through a partition of
  * target or an ancestor of it): which rows those touched is not recorded in
  * a way a condition can be compared with, so any counts.
  */
@@ -510,7 +543,7 @@ ledger_where_prior(Oid target, const char *run_key, const char *bound)
 							 " AND run_id OPERATOR(pg_catalog.>) $2 AND NOT skipped"
 							 " AND (operation OPERATOR(pg_catalog.=)"
 							 " ANY ('{replace_partition,restore_partition,replace_where}'::pg_catalog.text[])"
-							 " OR (operation OPERATOR(pg_catalog.=) 'upsert'"
+							 " OR (operation OPERATOR(pg_catalog.=) ANY ('{upsert,snapshot}'::pg_catalog.text[])"
 							 " AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)"
 							 " OPERATOR(pg_catalog.>) 0))"
 							 " ORDER BY run_id LIMIT 1",
@@ -626,7 +659,7 @@ ledger_check_length(const char *argname, const char *value)
  * those a future skip or correction depends on: the latest applied run of
  * every (target, operation, run_key, partition bound); and, for the check
  * that a partition was not changed since, the latest applied replacement or
- * restore of every partition and the latest upsert that wrote rows into
+ * restore of every partition and the latest upsert or snapshot that wrote rows into
  * every target (whether a later change exists is all that check asks).
  * Only for targets that still exist: a dropped table's runs decide nothing,
  * unless a new table gets its OID, after the OID counter wrapped around,
@@ -651,7 +684,7 @@ ledger_purge(void)
 								  " ORDER BY target_oid, partition_bound, run_id DESC)"
 								  ", keep_upsert AS ("
 								  " SELECT DISTINCT ON (target_oid) run_id FROM idem_etl.runs"
-								  " WHERE operation OPERATOR(pg_catalog.=) 'upsert'"
+								  " WHERE operation OPERATOR(pg_catalog.=) ANY ('{upsert,snapshot}'::pg_catalog.text[])"
 								  " AND (inserted OPERATOR(pg_catalog.+) updated OPERATOR(pg_catalog.+) deleted)"
 								  " OPERATOR(pg_catalog.>) 0"
 								  " ORDER BY target_oid, run_id DESC)"

@@ -54,6 +54,8 @@ extern void ledger_lock_partitions(Oid target);
 extern void ledger_lock_table(Oid target);
 extern LedgerPrior ledger_prior_run(Oid target, const char *operation,
 									const char *run_key, const char *partition_value);
+extern bool ledger_skip_batch(LedgerRun *run, const char *relname, const char *what,
+							  int64 *unchanged);
 
 /*
  * What the ledger says about one partition under one run_key: the latest run

@@ -64,45 +64,6 @@ typedef struct UpsertCounts
 	int64		deleted;
 } UpsertCounts;
 
-/* The names of a text[] argument: one-dimensional, no NULL, no repeats. */
-static char **
-column_list(ArrayType *arr, const char *argname, int *n)
-{
-	Datum	   *elems;
-	bool	   *nulls;
-	char	  **names;
-
-	if (ARR_NDIM(arr) > 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("%s must be a one-dimensional array", argname)));
-	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, n);
-	names = palloc(sizeof(char *) * (*n + 1));
-	for (int i = 0; i < *n; i++)
-	{
-		if (nulls[i])
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("%s must not contain NULL", argname)));
-		names[i] = TextDatumGetCString(elems[i]);
-		for (int j = 0; j < i; j++)
-			if (strcmp(names[i], names[j]) == 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_DUPLICATE_COLUMN),
-						 errmsg("column \"%s\" is named more than once in %s", names[i], argname)));
-	}
-	return names;
-}
-
-static bool
-in_list(char **names, int n, const char *name)
-{
-	for (int i = 0; i < n; i++)
-		if (strcmp(names[i], name) == 0)
-			return true;
-	return false;
-}
-
 /*
  * A column the source cannot write (generated, or GENERATED ALWAYS AS
  * IDENTITY) named where one that is written is needed: 0A000 saying so,
@@ -144,7 +105,7 @@ update_set_columns(TargetInfo *target, Stage *stage, TargetKey *key,
 				 errhint("Name the columns to update, or those to leave alone, not both.")));
 	if (arr)
 	{
-		names = column_list(arr, argname, &nnames);
+		names = args_names(arr, argname, &nnames);
 		for (int i = 0; i < nnames; i++)
 		{
 			if (target_column(target, names[i]) == NULL)
@@ -152,7 +113,7 @@ update_set_columns(TargetInfo *target, Stage *stage, TargetKey *key,
 						(errcode(ERRCODE_UNDEFINED_COLUMN),
 						 errmsg("column \"%s\" of %s does not exist in relation \"%s\"",
 								names[i], argname, target->relname)));
-			if (in_list(key->names, key->ncolumns, names[i]))
+			if (args_name_in(key->names, key->ncolumns, names[i]))
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("column \"%s\" of %s is a key column", names[i], argname),
@@ -173,11 +134,11 @@ update_set_columns(TargetInfo *target, Stage *stage, TargetKey *key,
 	{
 		const char *col = stage->columns[i];
 
-		if (in_list(key->names, key->ncolumns, col))
+		if (args_name_in(key->names, key->ncolumns, col))
 			continue;
-		if (args->update_columns && !in_list(names, nnames, col))
+		if (args->update_columns && !args_name_in(names, nnames, col))
 			continue;
-		if (args->exclude_columns && in_list(names, nnames, col))
+		if (args->exclude_columns && args_name_in(names, nnames, col))
 			continue;
 		cols[(*n)++] = stage->columns[i];
 	}
@@ -781,7 +742,6 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	UpsertArgs	args;
 	UpsertCounts counts = {0, 0, 0, 0};
 	LedgerRun	run;
-	LedgerPrior prior = {0, NULL, 0};
 	TargetInfo *target;
 	TargetKey  *key;
 	Stage	   *stage;
@@ -867,25 +827,9 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	run.fingerprint = stage_batch_fingerprint(stage, fingerprint_options(target, key, stage, &args,
 																		 setcols, nset));
 
-	if (args.run_key)
-		prior = ledger_prior_run(target->relid, run.operation, args.run_key, NULL);
-	if (prior.run_id != 0 && strcmp(prior.fingerprint, run.fingerprint) == 0)
+	if (!args.run_key ||
+		!ledger_skip_batch(&run, target->relname, "upsert into", &counts.unchanged))
 	{
-		ereport(NOTICE,
-				(errmsg("skipping upsert into \"%s\": run %lld already has this batch for run_key \"%s\"",
-						target->relname, (long long) prior.run_id, args.run_key)));
-		run.skipped = true;
-		counts.unchanged = prior.rows;
-	}
-	else
-	{
-		if (prior.run_id != 0)
-		{
-			ereport(NOTICE,
-					(errmsg("run_key \"%s\" was applied to \"%s\" by run %lld with a different batch; applying this one as a correction",
-							args.run_key, target->relname, (long long) prior.run_id)));
-			run.corrects = prior.run_id;
-		}
 		progress_phase("checking keys", stage->nrows);
 		batch = dedup_batch(target, key, stage, args.order_by);
 		progress_phase("merging", batch.nkeys);

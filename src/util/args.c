@@ -202,3 +202,43 @@ args_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
 	tuplestore_putvalues(store, desc, values, nulls);
 	return (Datum) 0;
 }
+
+/* The names of a text[] argument: one-dimensional, no NULL, no repeats. */
+char	  **
+args_names(ArrayType *arr, const char *argname, int *n)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	char	  **names;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("%s must be a one-dimensional array", argname)));
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, n);
+	names = palloc(sizeof(char *) * (*n + 1));
+	for (int i = 0; i < *n; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not contain NULL", argname)));
+		names[i] = TextDatumGetCString(elems[i]);
+		for (int j = 0; j < i; j++)
+			if (strcmp(names[i], names[j]) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_DUPLICATE_COLUMN),
+						 errmsg("column \"%s\" is named more than once in %s", names[i], argname)));
+	}
+	return names;
+}
+
+/* Is name one of the n names? */
+bool
+args_name_in(char **names, int n, const char *name)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(names[i], name) == 0)
+			return true;
+	return false;
+}

@@ -1,0 +1,366 @@
+/*
+ * snapshot_versions.c
+ *		The versions a snapshot opens: the staged batch joined to each key's
+ *		current version, read once, and the rows that change something kept
+ *		in a staged relation of their own.
+ *
+ * One query reads the batch beside each key's current version (and, with
+ * hard_deletes => 'invalidate', the end of a deleted key's history); a
+ * filter in C (stage_query_filtered) walks its rows, per key in the order of
+ * their validity when a key has several, and keeps a row when it opens a
+ * version: its tracked columns differ, byte for byte, NULLs included, from
+ * the version before it.  On the way it collapses exact duplicates, refuses
+ * differing rows dated alike (21000), and drops late rows (older than the
+ * key's current version), which it counts.
+ */
+#include "postgres.h"
+
+#include "executor/tuptable.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "snapshot/snapshot.h"
+#include "stage/compare.h"
+#include "stage/ordering.h"
+#include "util/sql.h"
+
+/* The columns the query returns after the source's n, from n on. */
+enum
+{
+	V_FROM,						/* the version's valid_from (staged) */
+	V_CUR,						/* ctid of the key's current version (staged) */
+	V_O,						/* the row's date: updated_at or valid_at */
+	V_FLOOR,					/* where the key's history ends */
+	V_LIVE,						/* the key has a current version not deleted */
+	V_SAME,						/* its tracked columns equal the row's */
+	V_LAST_CLAMPED,				/* of a deleted key's rows dated before its
+								 * return, the latest date */
+	V_KNOWN,					/* a row dated before the current version is
+								 * one of the key's stored versions */
+	V_NCOLS
+};
+
+typedef struct VersionFilter
+{
+	SnapshotSpec *s;
+	SnapshotCounts *counts;
+	int			n;				/* the source's columns */
+	TupleDesc	desc;
+	KeyOrder   *key;
+	SortSupport vcmp;			/* of the validity type */
+	int		   *tracked;		/* attribute numbers, 0-based */
+	MemoryContext prevcxt;		/* the previous row of the query */
+	MemoryContext keptcxt;		/* the previous row kept, of the same key */
+	Datum	   *prev;
+	bool	   *prevnull;
+	bool		have_prev;
+	Datum	   *kept;
+	bool	   *keptnull;
+	bool		kept_any;		/* a row of this key was kept */
+	int64		seen;			/* rows the filter looked at */
+	MemoryContext cxt;			/* the call's: the filter runs in a context
+								 * reset after each row */
+} VersionFilter;
+
+static void
+copy_row(VersionFilter *f, MemoryContext cxt, Datum *to, bool *tonull,
+		 Datum *values, bool *isnull)
+{
+	MemoryContext old;
+
+	MemoryContextReset(cxt);
+	old = MemoryContextSwitchTo(cxt);
+	for (int i = 0; i < f->desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(f->desc, i);
+
+		tonull[i] = isnull[i];
+		to[i] = isnull[i] ? (Datum) 0 : datumCopy(values[i], att->attbyval, att->attlen);
+	}
+	MemoryContextSwitchTo(old);
+}
+
+static int
+compare_dates(VersionFilter *f, Datum *values, bool *isnull, int a, int b)
+{
+	return ApplySortComparator(values[f->n + a], isnull[f->n + a],
+							   values[f->n + b], isnull[f->n + b], f->vcmp);
+}
+
+/* "(k1, k2)=(v1, v2)", as PostgreSQL prints a key in its messages */
+static char *
+key_text(VersionFilter *f, Datum *values, bool *isnull)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "(%s)=(", target_key_list(f->s->key));
+	for (int i = 0; i < f->key->n; i++)
+	{
+		int			a = f->key->atts[i];
+		Oid			out;
+		bool		varlena;
+
+		getTypeOutputInfo(TupleDescAttr(f->desc, a)->atttypid, &out, &varlena);
+		appendStringInfo(&buf, "%s%s", i ? ", " : "",
+						 isnull[a] ? "null" : OidOutputFunctionCall(out, values[a]));
+	}
+	appendStringInfoChar(&buf, ')');
+	return buf.data;
+}
+
+/* What the filter needs, from the query's first row (desc: its type). */
+static void
+filter_begin(VersionFilter *f, TupleDesc desc)
+{
+	SnapshotSpec *s = f->s;
+	int			natts = desc->natts;
+	MemoryContext old = MemoryContextSwitchTo(f->cxt);
+	int		   *oatt = palloc(sizeof(int));
+
+	Assert(natts == f->n + V_NCOLS);
+	f->desc = desc;
+	f->key = ordering_key_prepare(desc, s->key->ncolumns, stage_key_attnos(desc, s->key));
+	*oatt = f->n + V_O;
+	f->vcmp = ordering_key_prepare(desc, 1, oatt)->ssup;
+	f->tracked = palloc(sizeof(int) * Max(s->ntracked, 1));
+	for (int i = 0; i < s->ntracked; i++)
+		for (int a = 0; a < f->n; a++)
+			if (strcmp(NameStr(TupleDescAttr(desc, a)->attname), s->tracked[i]) == 0)
+				f->tracked[i] = a;
+	f->prevcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl snapshot row",
+									   ALLOCSET_DEFAULT_SIZES);
+	f->keptcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl snapshot version",
+									   ALLOCSET_DEFAULT_SIZES);
+	f->prev = palloc(sizeof(Datum) * natts);
+	f->prevnull = palloc(sizeof(bool) * natts);
+	f->kept = palloc(sizeof(Datum) * natts);
+	f->keptnull = palloc(sizeof(bool) * natts);
+	MemoryContextSwitchTo(old);
+}
+
+static bool
+keep_version(TupleTableSlot *slot, void *arg)
+{
+	VersionFilter *f = (VersionFilter *) arg;
+	SnapshotCounts *c = f->counts;
+	Datum	   *v = slot->tts_values;
+	bool	   *nl = slot->tts_isnull;
+	int			n = f->n;
+	bool		same_key;
+	bool		live;
+	bool		changed;
+
+	if (f->desc == NULL)
+		filter_begin(f, slot->tts_tupleDescriptor);
+	f->seen++;
+
+	if (nl[n + V_O])
+		snapshot_refuse_null_date(f->s, key_text(f, v, nl));
+	/* with one row per key, no row is compared with another of the batch */
+	same_key = !f->s->keys_distinct && f->have_prev &&
+		ordering_key_equal(f->key, v, nl, f->prev, f->prevnull);
+	if (same_key &&
+		ApplySortComparator(v[n + V_O], false, f->prev[n + V_O], false, f->vcmp) == 0)
+	{
+		if (compare_rows_same_image(f->desc, n, NULL, v, nl, f->prev, f->prevnull))
+			return false;		/* an exact duplicate */
+		ereport(ERROR,
+				(errcode(ERRCODE_CARDINALITY_VIOLATION),
+				 errmsg("the batch for \"%s\" has differing rows for key %s dated alike",
+						f->s->target->relname, key_text(f, v, nl)),
+				 errdetail("Two versions of one key cannot start at the same time."),
+				 errhint(f->s->updated_at ?
+						 "Fix the source so that each key has one row per updated_at value." :
+						 "Without updated_at every row is dated valid_at: pass one row per key.")));
+	}
+	if (!same_key)
+		f->kept_any = false;
+	if (!f->s->keys_distinct)
+	{
+		copy_row(f, f->prevcxt, f->prev, f->prevnull, v, nl);
+		f->have_prev = true;
+	}
+
+	live = DatumGetBool(v[n + V_LIVE]);
+	if ((live && compare_dates(f, v, nl, V_O, V_FLOOR) < 0) ||
+		(!live && !nl[n + V_FLOOR] && !nl[n + V_LAST_CLAMPED] &&
+		 compare_dates(f, v, nl, V_O, V_LAST_CLAMPED) < 0))
+	{
+		/* a batch holding a key's past, applied again, is not late */
+		if (!nl[n + V_KNOWN] && DatumGetBool(v[n + V_KNOWN]))
+			c->unchanged++;
+		else
+			c->late++;
+		return false;
+	}
+
+	if (f->kept_any)
+		changed = !compare_rows_same_image(f->desc, f->s->ntracked, f->tracked,
+										   v, nl, f->kept, f->keptnull);
+	else
+		changed = !live || !DatumGetBool(v[n + V_SAME]);
+	if (!changed)
+	{
+		c->unchanged++;
+		return false;
+	}
+	if (!f->kept_any && !nl[n + V_CUR])
+	{
+		if (compare_dates(f, v, nl, V_FROM, V_FLOOR) == 0)
+			c->corrected++;
+		else
+			c->closed++;
+	}
+	f->kept_any = true;
+	if (!f->s->keys_distinct)
+		copy_row(f, f->keptcxt, f->kept, f->keptnull, v, nl);
+	c->inserted++;
+	return true;
+}
+
+/* prefix, then "the tracked columns of alias equal b's" (nothing if none) */
+static void
+append_same_image(StringInfo sql, SnapshotSpec *s, const char *alias, const char *prefix)
+{
+	if (s->ntracked == 0)
+		return;
+	appendStringInfo(sql, "%sidem_etl.same_image(", prefix);
+	for (int i = 0; i < s->ntracked; i++)
+	{
+		const char *col = quote_identifier(s->tracked[i]);
+
+		appendStringInfo(sql, "%s%s.%s, b.%s", i ? ", " : "", alias, col, col);
+	}
+	appendStringInfoChar(sql, ')');
+}
+
+/* The key columns, and then the row's date: the order of a key's history. */
+static void
+append_key_order(StringInfo sql, SnapshotSpec *s, const char *date)
+{
+	sql_append_columns(sql, "b", s->key->names, s->key->ncolumns);
+	appendStringInfo(sql, ", %s", date);
+}
+
+/*
+ * The query: every row of the batch, with its key's current version (c)
+ * and, with hard_deletes => 'invalidate', the end of a key's history when it
+ * has no current version (h).  A deleted key that returns is dated no
+ * earlier than its deletion, nor than valid_at.
+ */
+static char *
+versions_query(SnapshotSpec *s)
+{
+	StringInfoData sql;
+	const char *vf = quote_identifier(s->valid_from);
+	const char *date;
+	char	   *floor;
+	char	   *back;			/* when a deleted key comes back */
+	StringInfoData live;
+
+	if (s->updated_at)
+		date = psprintf("b.%s", quote_identifier(s->updated_at));
+	else
+		date = s->valid_at;
+	initStringInfo(&live);
+	appendStringInfoString(&live, "(c.ctid IS NOT NULL");
+	if (s->is_deleted)
+		appendStringInfo(&live, " AND c.%s IS NOT TRUE", quote_identifier(s->is_deleted));
+	appendStringInfoChar(&live, ')');
+	if (s->deletes == SNAPSHOT_DELETES_INVALIDATE)
+		floor = psprintf("COALESCE(c.%s, h.idem_gone)", vf);
+	else
+		floor = psprintf("c.%s", vf);
+	back = s->valid_at ? psprintf("GREATEST(%s, %s)", floor, s->valid_at) : floor;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	sql_append_columns(&sql, "b", s->stage->columns, s->stage->ncolumns);
+	appendStringInfo(&sql, ", CASE WHEN %s OR %s IS NULL THEN %s ELSE GREATEST(%s, %s) END AS idem_from,"
+					 " c.ctid AS idem_cur, %s, %s, %s,",
+					 live.data, floor, date, date, back, date, floor, live.data);
+	appendStringInfoString(&sql, " CASE WHEN c.ctid IS NOT NULL THEN true");
+	append_same_image(&sql, s, "c", " AND ");
+	appendStringInfoString(&sql, " END,");
+	if (s->keys_distinct)
+		appendStringInfo(&sql, " NULL%s", s->vcast);
+	else
+	{
+		appendStringInfo(&sql, " pg_catalog.max(CASE WHEN NOT %s AND %s IS NOT NULL AND %s %s %s THEN %s END) OVER (PARTITION BY ",
+						 live.data, floor, date, s->vle, back, date);
+		sql_append_columns(&sql, "b", s->key->names, s->key->ncolumns);
+		appendStringInfoChar(&sql, ')');
+	}
+	appendStringInfo(&sql, ", CASE WHEN %s AND NOT %s %s %s THEN EXISTS (SELECT FROM ONLY %s k WHERE ",
+					 live.data, floor, s->vle, date, s->target->qualname);
+	sql_append_key_match(&sql, "k", "b", s->key->names, s->key->eqops, s->key->ncolumns,
+						 false);
+	appendStringInfo(&sql, " AND k.%s %s %s", vf, s->veq, date);
+	append_same_image(&sql, s, "k", " AND ");
+	appendStringInfoString(&sql, ") END");
+	appendStringInfo(&sql, " FROM %s b LEFT JOIN ONLY %s c ON ", s->stage->name,
+					 s->target->qualname);
+	sql_append_key_match(&sql, "c", "b", s->key->names, s->key->eqops, s->key->ncolumns,
+						 false);
+	appendStringInfoString(&sql, " AND ");
+	snapshot_append_current(&sql, s, "c", false);
+	if (s->deletes == SNAPSHOT_DELETES_INVALIDATE)
+	{
+		const char *vt = quote_identifier(s->valid_to);
+
+		appendStringInfo(&sql, " LEFT JOIN LATERAL (SELECT h.%s AS idem_gone FROM ONLY %s h"
+						 " WHERE c.ctid IS NULL AND ", vt, s->target->qualname);
+		sql_append_key_match(&sql, "h", "b", s->key->names, s->key->eqops,
+							 s->key->ncolumns, false);
+		appendStringInfo(&sql, " ORDER BY h.%s DESC NULLS LAST LIMIT 1) h ON true", vt);
+	}
+	if (!s->keys_distinct)
+	{
+		appendStringInfoString(&sql, " ORDER BY ");
+		append_key_order(&sql, s, date);
+	}
+	else
+	{
+		/*
+		 * One row per key: a row equal to its key's current version, and not
+		 * older, changes nothing and needs no look from the filter (an
+		 * identical rerun is all such rows); snapshot_versions counts them.
+		 */
+		appendStringInfo(&sql, " WHERE (%s AND c.%s %s %s", live.data, vf, s->vle, date);
+		append_same_image(&sql, s, "c", " AND ");
+		appendStringInfoString(&sql, ") IS NOT TRUE");
+	}
+	return sql.data;
+}
+
+/*
+ * The rows of the batch that open a version, staged with two more columns:
+ * idem_from, the version's valid_from, and idem_cur, the tuple identifier of
+ * the key's current version (NULL: none), which the first of them closes or,
+ * dated alike, replaces.  counts gets what the rows do.
+ */
+StagedRel *
+snapshot_versions(SnapshotSpec *s, SnapshotCounts *counts)
+{
+	char	   *sql = versions_query(s);
+	VersionFilter f;
+	StagedRel  *rel;
+
+	memset(&f, 0, sizeof(f));
+	f.s = s;
+	f.counts = counts;
+	f.n = s->stage->ncolumns;
+	f.cxt = CurrentMemoryContext;
+	rel = stage_query_filtered(sql, "snapshot", f.n + 2, keep_version, &f);
+	if (s->keys_distinct)
+		counts->unchanged += s->stage->nrows - f.seen;
+	if (f.desc != NULL)
+	{
+		MemoryContextDelete(f.prevcxt);
+		MemoryContextDelete(f.keptcxt);
+	}
+	return rel;
+}
