@@ -419,7 +419,9 @@ note_state(Pipeline *p, const PeriodCounts *c, const char *state, int64 behind)
 				 errdetail("Its due periods run oldest first, one per job when the worker runs them.")));
 	else
 		ereport(WARNING,
-				(errmsg("pipeline \"%s\" is %s", p->name, state),
+				(errmsg(strcmp(state, "blocked") == 0 ? "pipeline \"%s\" is blocked by a failed period" :
+						strcmp(state, "failed") == 0 ? "pipeline \"%s\" has a failed period" :
+						"pipeline \"%s\" is retrying a failed period", p->name),
 				 c->last_error ? errdetail("The last error was: %s", c->last_error) : 0,
 				 strcmp(state, "retrying") == 0 ? 0 :
 				 errhint("Fix the cause, then call etl_pipeline_rerun for the failed periods%s.",
