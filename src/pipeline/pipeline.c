@@ -234,7 +234,7 @@ etl_pipeline_create(PG_FUNCTION_ARGS)
 				max_attempts;
 	PeriodSpec	spec;
 	Oid			argtypes[12] = {TEXTOID, OIDOID, NAMEOID, TEXTOID, INTERVALOID,
-		TIMESTAMPTZOID, INTERVALOID, INT4OID, INT4OID, TEXTOID, TEXTOID, INT4OID};
+	TIMESTAMPTZOID, INTERVALOID, INT4OID, INT4OID, TEXTOID, TEXTOID, INT4OID};
 	Datum		args[12];
 	char		nulls[13] = "            ";
 	Pipeline   *p;
