@@ -85,7 +85,9 @@ first_new(const Pipeline *p)
 	bool		isnull;
 	Datum		d;
 
-	ledger_exec_as_owner("SELECT pg_catalog.max(period_start) FROM idem_etl.pipeline_periods"
+	static SPIPlanPtr plan = NULL;
+
+	ledger_exec_as_owner_kept(&plan, "SELECT pg_catalog.max(period_start) FROM idem_etl.pipeline_periods"
 						 " WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
 						 1, argtypes, args, NULL, SPI_OK_SELECT);
 	d = column(0, 1, &isnull);
@@ -104,7 +106,9 @@ oldest_open(const Pipeline *p, TimestampTz now, bool runnable, PeriodRow *row)
 	bool		isnull;
 	Datum		d;
 
-	ledger_exec_as_owner("SELECT period_start, status, attempts, retry_after"
+	static SPIPlanPtr plan = NULL;
+
+	ledger_exec_as_owner_kept(&plan, "SELECT period_start, status, attempts, retry_after"
 						 " FROM idem_etl.pipeline_periods"
 						 " WHERE pipeline_id OPERATOR(pg_catalog.=) $1"
 						 " AND status OPERATOR(pg_catalog.=) ANY ('{queued,retrying,failed}'::pg_catalog.text[])"
@@ -139,6 +143,7 @@ record_period(const Pipeline *p, int64 n, const char *status, int32 attempts,
 	TEXTOID, TIMESTAMPTZOID, INT8OID, INT8OID};
 	Datum		args[9];
 	char		nulls[10] = "         ";
+	static SPIPlanPtr plan = NULL;
 
 	args[0] = Int64GetDatum(p->id);
 	args[1] = TimestampTzGetDatum(period_start(&p->period, n));
@@ -158,7 +163,7 @@ record_period(const Pipeline *p, int64 n, const char *status, int32 attempts,
 	args[8] = Int64GetDatum(run_id);
 	if (run_id == 0)
 		nulls[8] = 'n';
-	ledger_exec_as_owner("INSERT INTO idem_etl.pipeline_periods AS pp (pipeline_id, period_start,"
+	ledger_exec_as_owner_kept(&plan, "INSERT INTO idem_etl.pipeline_periods AS pp (pipeline_id, period_start,"
 						 " period_end, status, attempts, last_error, retry_after, job_id, run_id,"
 						 " finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
 						 " pg_catalog.clock_timestamp())"
@@ -288,13 +293,14 @@ foreach_lookback(Pipeline *p, int64 n, Tuplestorestate *store, TupleDesc desc)
 	List	   *periods = NIL;
 	ListCell   *lc;
 	bool		isnull;
+	static SPIPlanPtr plan = NULL;
 
 	if (p->lookback == 0 || n == 0)
 		return;
 	args[0] = Int64GetDatum(p->id);
 	args[1] = TimestampTzGetDatum(period_start(&p->period, Max(0, n - p->lookback)));
 	args[2] = TimestampTzGetDatum(period_start(&p->period, n));
-	ledger_exec_as_owner("SELECT period_start FROM idem_etl.pipeline_periods"
+	ledger_exec_as_owner_kept(&plan, "SELECT period_start FROM idem_etl.pipeline_periods"
 						 " WHERE pipeline_id OPERATOR(pg_catalog.=) $1"
 						 " AND status OPERATOR(pg_catalog.=) 'succeeded'"
 						 " AND period_start OPERATOR(pg_catalog.>=) $2"
