@@ -16,6 +16,7 @@
 #include <limits.h>
 
 #include "common/int.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"

@@ -13,6 +13,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"

@@ -88,8 +88,8 @@ first_new(const Pipeline *p)
 	static SPIPlanPtr plan = NULL;
 
 	ledger_exec_as_owner_kept(&plan, "SELECT pg_catalog.max(period_start) FROM idem_etl.pipeline_periods"
-						 " WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
-						 1, argtypes, args, NULL, SPI_OK_SELECT);
+							  " WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
+							  1, argtypes, args, NULL, SPI_OK_SELECT);
 	d = column(0, 1, &isnull);
 	return isnull ? 0 : period_index_at(&p->period, DatumGetTimestampTz(d)) + 1;
 }
@@ -109,14 +109,14 @@ oldest_open(const Pipeline *p, TimestampTz now, bool runnable, PeriodRow *row)
 	static SPIPlanPtr plan = NULL;
 
 	ledger_exec_as_owner_kept(&plan, "SELECT period_start, status, attempts, retry_after"
-						 " FROM idem_etl.pipeline_periods"
-						 " WHERE pipeline_id OPERATOR(pg_catalog.=) $1"
-						 " AND status OPERATOR(pg_catalog.=) ANY ('{queued,retrying,failed}'::pg_catalog.text[])"
-						 " AND (NOT $3 OR status OPERATOR(pg_catalog.=) 'queued'"
-						 "  OR (status OPERATOR(pg_catalog.=) 'retrying'"
-						 "      AND retry_after OPERATOR(pg_catalog.<=) $2))"
-						 " ORDER BY period_start LIMIT 1",
-						 3, argtypes, args, NULL, SPI_OK_SELECT);
+							  " FROM idem_etl.pipeline_periods"
+							  " WHERE pipeline_id OPERATOR(pg_catalog.=) $1"
+							  " AND status OPERATOR(pg_catalog.=) ANY ('{queued,retrying,failed}'::pg_catalog.text[])"
+							  " AND (NOT $3 OR status OPERATOR(pg_catalog.=) 'queued'"
+							  "  OR (status OPERATOR(pg_catalog.=) 'retrying'"
+							  "      AND retry_after OPERATOR(pg_catalog.<=) $2))"
+							  " ORDER BY period_start LIMIT 1",
+							  3, argtypes, args, NULL, SPI_OK_SELECT);
 	if (SPI_processed == 0)
 		return false;
 	row->status = TextDatumGetCString(column(0, 2, &isnull));
@@ -164,16 +164,16 @@ record_period(const Pipeline *p, int64 n, const char *status, int32 attempts,
 	if (run_id == 0)
 		nulls[8] = 'n';
 	ledger_exec_as_owner_kept(&plan, "INSERT INTO idem_etl.pipeline_periods AS pp (pipeline_id, period_start,"
-						 " period_end, status, attempts, last_error, retry_after, job_id, run_id,"
-						 " finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
-						 " pg_catalog.clock_timestamp())"
-						 " ON CONFLICT (pipeline_id, period_start) DO UPDATE SET"
-						 " status = EXCLUDED.status, attempts = EXCLUDED.attempts,"
-						 " last_error = EXCLUDED.last_error, retry_after = EXCLUDED.retry_after,"
-						 " job_id = EXCLUDED.job_id,"
-						 " run_id = COALESCE(EXCLUDED.run_id, pp.run_id),"
-						 " finished_at = EXCLUDED.finished_at",
-						 9, argtypes, args, nulls, SPI_OK_INSERT);
+							  " period_end, status, attempts, last_error, retry_after, job_id, run_id,"
+							  " finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
+							  " pg_catalog.clock_timestamp())"
+							  " ON CONFLICT (pipeline_id, period_start) DO UPDATE SET"
+							  " status = EXCLUDED.status, attempts = EXCLUDED.attempts,"
+							  " last_error = EXCLUDED.last_error, retry_after = EXCLUDED.retry_after,"
+							  " job_id = EXCLUDED.job_id,"
+							  " run_id = COALESCE(EXCLUDED.run_id, pp.run_id),"
+							  " finished_at = EXCLUDED.finished_at",
+							  9, argtypes, args, nulls, SPI_OK_INSERT);
 }
 
 /* The run_id column of the command's first row, when it returns one. */
@@ -301,11 +301,11 @@ foreach_lookback(Pipeline *p, int64 n, Tuplestorestate *store, TupleDesc desc)
 	args[1] = TimestampTzGetDatum(period_start(&p->period, Max(0, n - p->lookback)));
 	args[2] = TimestampTzGetDatum(period_start(&p->period, n));
 	ledger_exec_as_owner_kept(&plan, "SELECT period_start FROM idem_etl.pipeline_periods"
-						 " WHERE pipeline_id OPERATOR(pg_catalog.=) $1"
-						 " AND status OPERATOR(pg_catalog.=) 'succeeded'"
-						 " AND period_start OPERATOR(pg_catalog.>=) $2"
-						 " AND period_start OPERATOR(pg_catalog.<) $3 ORDER BY period_start",
-						 3, argtypes, args, NULL, SPI_OK_SELECT);
+							  " WHERE pipeline_id OPERATOR(pg_catalog.=) $1"
+							  " AND status OPERATOR(pg_catalog.=) 'succeeded'"
+							  " AND period_start OPERATOR(pg_catalog.>=) $2"
+							  " AND period_start OPERATOR(pg_catalog.<) $3 ORDER BY period_start",
+							  3, argtypes, args, NULL, SPI_OK_SELECT);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		int64	   *k = palloc(sizeof(int64));
