@@ -2,7 +2,7 @@
 -- pipeline_manage: issue 35, point 4.  Pause, resume, rerun (atomic per
 -- period: a failing rerun leaves the old data, unlike a DELETE + INSERT,
 -- SQLMesh #5843), drop; another role can neither see, run nor manage a
--- pipeline; a superuser can, and its command still runs as the owner.
+-- pipeline; a superuser can manage it, and its command runs as the owner.
 -- (NOLOGIN owners: see pipeline_create.)
 --
 SET client_min_messages = warning;
@@ -72,10 +72,14 @@ SELECT * FROM pmanage.err($$SELECT etl_pipeline_pause('facts')$$);
 SET ROLE pmanage_other;
 SELECT etl_pipeline_drop('facts');
 RESET ROLE;
--- now it is not: the superuser's rerun runs the command as the owner
+-- now it is not: a superuser may rerun it, but not run it in its own
+-- session (42501): the periods run as the owner, in a session of that role
 SELECT etl_pipeline_rerun('facts', current_date - 1, current_date - 1);
+SELECT * FROM pmanage.err($$SELECT * FROM etl_pipeline_run('facts')$$);
 UPDATE pmanage.src SET amount = 50 WHERE day = current_date - 1;
+SET ROLE pmanage_owner;
 SELECT current_date - period_start::date AS days_ago, kind, status FROM etl_pipeline_run('facts');
+RESET ROLE;
 SELECT DISTINCT loaded_by FROM pmanage.facts;
 
 -- drop: the pipeline and its periods go, the data stay

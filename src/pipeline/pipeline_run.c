@@ -194,26 +194,20 @@ command_run_id(void)
 }
 
 /*
- * sql_try's callback: the period's command, as the pipeline's owner (a
- * superuser may run another role's pipeline: its command still runs as
- * that role), then its row, in the same subtransaction.
+ * sql_try's callback: the period's command, then its row, in the same
+ * subtransaction.  The caller is the pipeline's owner (etl_pipeline_run
+ * refuses anyone else).
  */
 static void
 period_call(void *arg)
 {
 	PeriodCall *c = (PeriodCall *) arg;
 	char	   *command = period_expand(&c->p->period, c->p->command, c->n);
-	Oid			save_userid;
-	int			save_sec_context;
 	int			rc;
 
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	if (save_userid != c->p->owner)
-		SetUserIdAndSecContext(c->p->owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	rc = SPI_execute(command, false, 0);
 	if (rc < 0)
 		elog(ERROR, "SPI_execute failed: %s", SPI_result_code_string(rc));
-	SetUserIdAndSecContext(save_userid, save_sec_context);
 	c->run_id = command_run_id();
 	if (c->record)
 		record_period(c->p, c->n, "succeeded", c->attempts + 1, NULL, DT_NOBEGIN, c->run_id);
@@ -479,6 +473,19 @@ etl_pipeline_run(PG_FUNCTION_ARGS)
 	store = args_srf_store(fcinfo, &desc);
 	SPI_connect();
 	p = pipeline_load(args_text(fcinfo, 0));
+
+	/*
+	 * Only as its owner: a superuser's session running another role's
+	 * command would let that command change the session (its settings,
+	 * temporary objects) that the superuser goes on using.
+	 */
+	if (p->owner != GetUserId())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("pipeline \"%s\" belongs to role \"%s\"", p->name,
+						GetUserNameFromId(p->owner, true) ? GetUserNameFromId(p->owner, true) : "?"),
+				 errdetail("A pipeline's periods run as its owner, in a session of that role."),
+				 errhint("Call etl_pipeline_rerun or etl_pipeline_resume and let the worker run it, or SET ROLE to its owner.")));
 	if (p->paused)
 	{
 		ereport(NOTICE,
