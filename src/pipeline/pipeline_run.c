@@ -475,9 +475,9 @@ etl_pipeline_run(PG_FUNCTION_ARGS)
 	p = pipeline_load(args_text(fcinfo, 0));
 
 	/*
-	 * Only as its owner: a superuser's session running another role's
-	 * command would let that command change the session (its settings,
-	 * temporary objects) that the superuser goes on using.
+	 * Only as its owner: a superuser's session running another role's command
+	 * would let that command change the session (its settings, temporary
+	 * objects) that the superuser goes on using.
 	 */
 	if (p->owner != GetUserId())
 		ereport(ERROR,
