@@ -7,7 +7,10 @@
 #    periods of 2 seconds, the server down for 7);
 #  - an immediate stop in the middle of a period: only that period runs
 #    again (the earlier ones committed with their rows), and the data equal
-#    one clean run.
+#    one clean run;
+#  - a period that fails is retried by the worker after its backoff
+#    (idem_etl.max_backoff = 1s here), and the periods after it wait
+#    (on_failure 'block') and then run, in order.
 use strict;
 use warnings;
 use Test::More;
@@ -155,6 +158,39 @@ is( $node->safe_psql(
 	),
 	'2',
 	'the interrupted period ran again, in its job\'s second attempt');
+
+# --- a failing period retried by the worker, its successors waiting
+$node->safe_psql(
+	'postgres', q{
+	CREATE FUNCTION flaky_load(d date) RETURNS void LANGUAGE plpgsql AS $$
+	BEGIN
+	    INSERT INTO log (name, run_date) VALUES ('flaky', d);
+	    -- the first attempt of the day 3 days ago fails (its period has no
+	    -- row yet), the retry succeeds
+	    IF d = current_date - 3 AND NOT EXISTS (
+	           SELECT FROM idem_etl.pipeline_periods pp JOIN idem_etl.pipelines p USING (pipeline_id)
+	            WHERE p.name = 'flaky' AND pp.period_start = d) THEN
+	        RAISE EXCEPTION 'upstream not ready' USING ERRCODE = 'data_exception';
+	    END IF;
+	END $$;
+});
+$node->safe_psql('postgres',
+	q{SELECT etl_pipeline_create('flaky', $$SELECT flaky_load({run_date})$$, '1 day', current_date - 4)});
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT watermark = current_date::timestamptz FROM idem_etl.pipelines_status WHERE name = 'flaky'"),
+	'the failing period is retried by the worker and the pipeline catches up');
+is( $node->safe_psql(
+		'postgres', q{
+	SELECT string_agg((current_date - period_start::date) || ':' || attempts, ' ' ORDER BY period_start)
+	  FROM idem_etl.pipeline_periods pp JOIN idem_etl.pipelines p USING (pipeline_id) WHERE p.name = 'flaky'}),
+	'4:1 3:2 2:1 1:1',
+	'the failed day took two attempts, the others one');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT string_agg(current_date - run_date::date || '', ' ' ORDER BY seq) FROM log WHERE name = 'flaky'"),
+	'4 3 2 1',
+	'its successors ran after it succeeded, in order; the failed attempt left nothing');
 
 $node->stop;
 done_testing();
