@@ -17,6 +17,7 @@ use Test::More;
 use FindBin;
 use lib $FindBin::RealBin;
 use IdemEtl;
+use PostgreSQL::Test::Utils;
 use Time::HiRes qw(time);
 
 $PostgreSQL::Test::Utils::timeout_default = 120;
@@ -74,6 +75,8 @@ is( $node->safe_psql(
 	),
 	'30',
 	'one job per period (one transaction each)');
+my @warnings = slurp_file($node->logfile) =~ /WARNING:  pipeline "month" is \d+ periods behind/g;
+is(scalar @warnings, 1, 'one WARNING while it was behind, not one per job');
 is( $node->safe_psql(
 		'postgres',
 		"SELECT state, next_due = current_date + 1 FROM idem_etl.pipelines_status WHERE name = 'month'"),
