@@ -1,4 +1,4 @@
-# 150_pipeline_catchup: issue 35, points 2 and 3, with the worker.
+# 170_pipeline_catchup: issue 35, points 2 and 3, with the worker.
 #
 #  - a pipeline whose start is 30 days in the past is caught up by the
 #    worker alone: 30 periods, each once, oldest first, one job each;
