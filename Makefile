@@ -39,7 +39,10 @@ OBJS = \
 	src/worker/worker_launcher.o \
 	src/worker/worker_dispatcher.o \
 	src/worker/worker_status.o \
-	src/worker/worker_job.o
+	src/worker/worker_job.o \
+	src/pipeline/period.o \
+	src/pipeline/pipeline.o \
+	src/pipeline/pipeline_run.o
 
 DATA = $(wildcard idem_etl--*.sql)
 

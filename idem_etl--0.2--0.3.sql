@@ -143,3 +143,120 @@ LANGUAGE C STABLE SECURITY INVOKER;
 
 COMMENT ON FUNCTION etl_snapshot_ddl(regclass, "any", text, text, text)
     IS 'the indexes and temporal key recommended for an etl_snapshot target, as text';
+
+
+-- ---------------------------------------------------------------------------
+-- pipelines (issue 35): scheduled loads that catch up (src/pipeline/).
+-- Written by the extension only, with the owner's rights; a role sees its
+-- own pipelines and their periods (superusers see all).
+CREATE TABLE idem_etl.pipelines (
+    pipeline_id  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name         text        NOT NULL,
+    owner        name        NOT NULL,
+    owner_oid    oid         NOT NULL,
+    command      text        NOT NULL,
+    every        interval    NOT NULL,
+    start        timestamptz NOT NULL,
+    lag          interval    NOT NULL,
+    lookback     integer     NOT NULL CHECK (lookback BETWEEN 0 AND 1000),
+    max_catchup  integer     CHECK (max_catchup >= 1),
+    time_zone    text        NOT NULL,
+    on_failure   text        NOT NULL CHECK (on_failure IN ('block', 'continue')),
+    max_attempts integer     NOT NULL CHECK (max_attempts BETWEEN 1 AND 100),
+    paused       boolean     NOT NULL DEFAULT false,
+    state        text        NOT NULL DEFAULT 'ok'
+                 CHECK (state IN ('ok', 'behind', 'retrying', 'failed', 'blocked')),
+    job_id       bigint,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (owner_oid, name)
+);
+COMMENT ON TABLE idem_etl.pipelines IS 'idem_etl pipelines (written by the extension only)';
+ALTER TABLE idem_etl.pipelines ENABLE ROW LEVEL SECURITY;
+CREATE POLICY pipelines_of_owner ON idem_etl.pipelines FOR SELECT
+    USING (owner_oid OPERATOR(pg_catalog.=)
+           (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER));
+REVOKE ALL ON idem_etl.pipelines FROM PUBLIC;
+GRANT SELECT ON idem_etl.pipelines TO PUBLIC;
+
+-- One row per period that ran, failed, waits for a retry or a rerun, or was
+-- left out by max_catchup; a period's row commits with what its command did.
+CREATE TABLE idem_etl.pipeline_periods (
+    pipeline_id  bigint      NOT NULL REFERENCES idem_etl.pipelines ON DELETE CASCADE,
+    period_start timestamptz NOT NULL,
+    period_end   timestamptz NOT NULL,
+    status       text        NOT NULL
+                 CHECK (status IN ('succeeded', 'retrying', 'failed', 'queued', 'skipped')),
+    attempts     integer     NOT NULL DEFAULT 0,
+    last_error   text,
+    retry_after  timestamptz,
+    job_id       bigint,
+    run_id       bigint,
+    finished_at  timestamptz,
+    PRIMARY KEY (pipeline_id, period_start)
+);
+COMMENT ON TABLE idem_etl.pipeline_periods IS 'idem_etl: the periods of each pipeline (written by the extension only)';
+ALTER TABLE idem_etl.pipeline_periods ENABLE ROW LEVEL SECURITY;
+CREATE POLICY pipeline_periods_of_owner ON idem_etl.pipeline_periods FOR SELECT
+    USING (EXISTS (SELECT FROM idem_etl.pipelines p
+                   WHERE p.pipeline_id OPERATOR(pg_catalog.=) pipeline_periods.pipeline_id));
+REVOKE ALL ON idem_etl.pipeline_periods FROM PUBLIC;
+GRANT SELECT ON idem_etl.pipeline_periods TO PUBLIC;
+
+CREATE FUNCTION idem_etl.pipelines_status(
+    OUT name text, OUT owner name, OUT every interval, OUT paused boolean,
+    OUT state text, OUT watermark timestamptz, OUT next_due timestamptz,
+    OUT periods_behind bigint, OUT periods_skipped bigint, OUT last_error text,
+    OUT job_id bigint, OUT pipeline_id bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'idem_etl_pipelines_status'
+LANGUAGE C VOLATILE STRICT;
+CREATE VIEW idem_etl.pipelines_status AS SELECT * FROM idem_etl.pipelines_status();
+GRANT SELECT ON idem_etl.pipelines_status TO PUBLIC;
+COMMENT ON VIEW idem_etl.pipelines_status IS 'idem_etl: per pipeline, its watermark, next due time, periods behind and last error';
+
+CREATE FUNCTION etl_pipeline_create(
+    name         text,
+    command      text,
+    every        interval,
+    start        timestamptz,
+    lag          interval DEFAULT '0',
+    lookback     integer  DEFAULT 0,
+    max_catchup  integer  DEFAULT NULL,
+    time_zone    text     DEFAULT 'UTC',
+    on_failure   text     DEFAULT 'block',
+    max_attempts integer  DEFAULT 5)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'etl_pipeline_create'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+COMMENT ON FUNCTION etl_pipeline_create(text, text, interval, timestamptz, interval, integer, integer, text, text, integer)
+    IS 'create a pipeline: its command runs once per period, in order, catching up after downtime';
+
+CREATE FUNCTION etl_pipeline_run(name text, max_periods integer DEFAULT NULL)
+RETURNS TABLE (period_start timestamptz, period_end timestamptz, kind text,
+               status text, error text, run_id bigint)
+AS 'MODULE_PATHNAME', 'etl_pipeline_run'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+COMMENT ON FUNCTION etl_pipeline_run(text, integer)
+    IS 'run the due periods of a pipeline in this session, oldest first';
+
+CREATE FUNCTION etl_pipeline_pause(name text) RETURNS boolean
+AS 'MODULE_PATHNAME', 'etl_pipeline_pause'
+LANGUAGE C VOLATILE STRICT SECURITY INVOKER;
+COMMENT ON FUNCTION etl_pipeline_pause(text) IS 'pause a pipeline: nothing runs until it is resumed';
+
+CREATE FUNCTION etl_pipeline_resume(name text) RETURNS boolean
+AS 'MODULE_PATHNAME', 'etl_pipeline_resume'
+LANGUAGE C VOLATILE STRICT SECURITY INVOKER;
+COMMENT ON FUNCTION etl_pipeline_resume(text) IS 'resume a paused pipeline: it catches up';
+
+CREATE FUNCTION etl_pipeline_drop(name text) RETURNS boolean
+AS 'MODULE_PATHNAME', 'etl_pipeline_drop'
+LANGUAGE C VOLATILE STRICT SECURITY INVOKER;
+COMMENT ON FUNCTION etl_pipeline_drop(text) IS 'drop a pipeline and its periods (not the data it loaded)';
+
+CREATE FUNCTION etl_pipeline_rerun(name text, from_value timestamptz, to_value timestamptz)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'etl_pipeline_rerun'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+COMMENT ON FUNCTION etl_pipeline_rerun(text, timestamptz, timestamptz)
+    IS 'queue the periods of a pipeline starting from from_value to to_value to run again';

@@ -235,6 +235,40 @@ compat_query_unreadable_rel(Query *q, Oid *checked)
 	return InvalidOid;
 }
 
+
+/*
+ * get_extension_schema was static in commands/extension.c until 16, which
+ * exported it (upstream: "Allow extensions to reference another extension's
+ * schema via @extschema:name@"); before, the same lookup by hand.
+ */
+#if PG_VERSION_NUM >= 160000
+#include "commands/extension.h"
+#else
+#include "access/genam.h"
+#include "access/table.h"
+#include "catalog/pg_extension.h"
+#include "utils/fmgroids.h"
+static inline Oid
+get_extension_schema(Oid ext_oid)
+{
+	Relation	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	Oid			result = InvalidOid;
+
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(ext_oid));
+	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+		result = ((Form_pg_extension) GETSTRUCT(tuple))->extnamespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return result;
+}
+#endif
+
 /*
  * Temporal keys: PRIMARY KEY and UNIQUE (..., range WITHOUT OVERLAPS), from
  * 18 (upstream: "Add temporal PRIMARY KEY and UNIQUE constraints").

@@ -637,6 +637,18 @@ ledger_exec_as_owner(const char *sql, int nargs, Oid *argtypes, Datum *args,
 }
 
 /*
+ * The same, for a statement run over and over (a pipeline's bookkeeping,
+ * once per period): parsed and planned once per session, its plan kept in
+ * *cache.
+ */
+void
+ledger_exec_as_owner_kept(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes,
+						  Datum *args, const char *nulls, int expected)
+{
+	exec_as_owner(cache, sql, nargs, argtypes, args, nulls, expected);
+}
+
+/*
  * Values that go into the state tables' indexes (run_key, job_name) must
  * fit in an index entry; refuse longer ones before any work, with 22001.
  */

@@ -7,6 +7,7 @@
 #define IDEM_LEDGER_H
 
 #include "datatype/timestamp.h"
+#include "executor/spi.h"
 
 typedef struct LedgerRun
 {
@@ -91,5 +92,8 @@ extern int64 ledger_purge(void);
 extern void ledger_check_length(const char *argname, const char *value);
 extern void ledger_exec_as_owner(const char *sql, int nargs, Oid *argtypes,
 								 Datum *args, const char *nulls, int expected);
+extern void ledger_exec_as_owner_kept(SPIPlanPtr *cache, const char *sql, int nargs,
+									  Oid *argtypes, Datum *args, const char *nulls,
+									  int expected);
 
 #endif							/* IDEM_LEDGER_H */

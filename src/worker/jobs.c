@@ -69,21 +69,24 @@ require_preload(void)
 				 errhint("Add idem_etl to shared_preload_libraries in postgresql.conf and restart the server.")));
 }
 
-/* What every job's command must be: one statement that is not BEGIN/COMMIT. */
-static void
-check_command(const char *command)
+/*
+ * What every job's command must be: one statement that is not BEGIN/COMMIT.
+ * what names it in the messages ("a job", "a pipeline's command").
+ */
+void
+jobs_check_command(const char *command, const char *what)
 {
 	List	   *stmts = sql_parse(command);
 
 	if (list_length(stmts) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_SYNTAX_ERROR),
-				 errmsg("a job must be exactly one SQL statement"),
+				 errmsg("%s must be exactly one SQL statement", what),
 				 errhint("Wrap several statements in a function or procedure and submit its call.")));
 	if (IsA(linitial_node(RawStmt, stmts)->stmt, TransactionStmt))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("a job cannot be a transaction control statement"),
+				 errmsg("%s cannot be a transaction control statement", what),
 				 errdetail("Each job runs in a transaction of its own, which commits together with the job's status."),
 				 errhint("Submit the statement that does the work; wrap several in a procedure or function.")));
 }
@@ -112,7 +115,7 @@ submit(const char *command, const char *job_name, int32 max_attempts,
 	Datum		args[6];
 	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 
-	check_command(command);
+	jobs_check_command(command, "a job");
 	check_max_attempts(max_attempts);
 	ledger_check_length("job_name", job_name);
 
@@ -170,6 +173,63 @@ etl_submit(PG_FUNCTION_ARGS)
 					PG_ARGISNULL(3) ? GetCurrentTransactionStartTimestamp() : PG_GETARG_TIMESTAMPTZ(3));
 	SPI_finish();
 	PG_RETURN_INT64(job_id);
+}
+
+/*
+ * A job that a caller keeps track of by its id (a pipeline's next run):
+ * when job_id is still queued, it is moved to run_after (and its command
+ * replaced); otherwise a new job of roleoid is queued, without a name
+ * (the job that calls this is still running: a name would be taken).
+ * Returns the queued job's id.  The caller serializes calls for one job.
+ */
+int64
+jobs_schedule(int64 job_id, Oid roleoid, const char *command, TimestampTz run_after)
+{
+	Oid			argtypes[5] = {INT8OID, TEXTOID, TIMESTAMPTZOID, NAMEOID, OIDOID};
+	Datum		args[5];
+
+	if (run_after < GetCurrentTransactionStartTimestamp())
+		run_after = GetCurrentTransactionStartTimestamp();
+	args[0] = Int64GetDatum(job_id);
+	args[1] = CStringGetTextDatum(command);
+	args[2] = TimestampTzGetDatum(run_after);
+	args[3] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(roleoid, false)));
+	args[4] = ObjectIdGetDatum(roleoid);
+	ledger_exec_as_owner("UPDATE idem_etl.jobs SET run_after = $3, command = $2"
+						 " WHERE job_id OPERATOR(pg_catalog.=) $1"
+						 " AND status OPERATOR(pg_catalog.=) 'queued' RETURNING job_id",
+						 3, argtypes, args, NULL, SPI_OK_UPDATE_RETURNING);
+	if (SPI_processed == 0)
+		ledger_exec_as_owner("INSERT INTO idem_etl.jobs (command, max_attempts,"
+							 " submitted_by, submitted_by_oid, run_after)"
+							 " VALUES ($2, 10, $4, $5, $3) RETURNING job_id",
+							 5, argtypes, args, NULL, SPI_OK_INSERT_RETURNING);
+	job_id = sql_result_int8(1);
+	worker_note_due(run_after);
+	return job_id;
+}
+
+/* A job kept track of by its id, cancelled if it is still queued. */
+void
+jobs_unschedule(int64 job_id, const char *why)
+{
+	Oid			argtypes[2] = {INT8OID, TEXTOID};
+	Datum		args[2] = {Int64GetDatum(job_id), CStringGetTextDatum(why)};
+
+	ledger_exec_as_owner("UPDATE idem_etl.jobs SET status = 'cancelled',"
+						 " finished_at = pg_catalog.clock_timestamp(), last_error = $2"
+						 " WHERE job_id OPERATOR(pg_catalog.=) $1"
+						 " AND status OPERATOR(pg_catalog.=) 'queued'",
+						 2, argtypes, args, NULL, SPI_OK_UPDATE);
+}
+
+/* The job this process runs (a job worker), else 0. */
+static int64 current_job = 0;
+
+int64
+jobs_current(void)
+{
+	return current_job;
 }
 
 /*
@@ -676,6 +736,7 @@ jobs_start(int64 job_id)
 						 2, argtypes, args, NULL, SPI_OK_UPDATE_RETURNING);
 	if (SPI_processed != 1)
 		return NULL;
+	current_job = job_id;
 	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 }
 

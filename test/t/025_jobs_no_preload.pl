@@ -1,7 +1,9 @@
 # 025_jobs_no_preload: without shared_preload_libraries = 'idem_etl' there is
 # no launcher and nothing could ever run a job, so etl_submit and
 # etl_backfill refuse with 55000 and a hint to preload the library, and
-# queue nothing; the synchronous functions keep working.
+# queue nothing; the synchronous functions keep working, and so do
+# pipelines, run by etl_pipeline_run (issue 35: from pg_cron on a managed
+# service), with no job queued for them.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -56,6 +58,22 @@ is( $node->safe_psql(
 	'etl_upsert_batch works without the preload');
 is($node->safe_psql('postgres', 'SELECT id, v FROM t'),
 	'1|one', 'and wrote its row');
+
+# pipelines: created and run in the session, nothing queued
+$node->safe_psql('postgres', q{
+	CREATE TABLE days (run_date date);
+	SELECT etl_pipeline_create('days', $$INSERT INTO days VALUES ({run_date})$$, '1 day', current_date - 3);
+});
+is($node->safe_psql('postgres', q{SELECT count(*) FROM etl_pipeline_run('days')}),
+	'3', 'etl_pipeline_run runs the due periods without the preload');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM etl_pipeline_run('days')}),
+	'0', 'and a second call (the next pg_cron firing) runs nothing');
+is( $node->safe_psql(
+		'postgres', q{SELECT count(*), count(DISTINCT run_date) FROM days}),
+	'3|3', 'each day once');
+is( $node->safe_psql(
+		'postgres', q{SELECT (SELECT count(*) FROM idem_etl.jobs), job_id IS NULL FROM idem_etl.pipelines_status}),
+	'0|t', 'no job was queued for the pipeline');
 
 no_crash($node, 'no server process crashed');
 

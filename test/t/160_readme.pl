@@ -27,6 +27,8 @@
 #   fails: SQLSTATE     the SQL block must fail with this SQLSTATE
 #   expect: SQL => TEXT psql -q -At of SQL must print TEXT (one line; the
 #                       last "=>" of the directive separates them)
+#   wait: SQL           poll SQL until it returns true (bounded): for what
+#                       the background worker does after the block
 #   -->
 #
 # The directives run in their order.  A failed step fails the block, and the
@@ -232,7 +234,7 @@ for my $b (@blocks)
 	for my $k (keys %d)
 	{
 		die "$name: unknown directive $k\n"
-		  unless $k =~ /^(skip|setup|sh|file|block|run|fails|expect)$/;
+		  unless $k =~ /^(skip|setup|sh|file|block|run|fails|expect|wait)$/;
 	}
 	if ($d{skip})
 	{
@@ -243,7 +245,7 @@ for my $b (@blocks)
 	if (!$d{block})
 	{
 		my $at = 0;
-		$at++ while $at < @steps && $steps[$at][0] !~ /^(expect|run)$/;
+		$at++ while $at < @steps && $steps[$at][0] !~ /^(expect|run|wait)$/;
 		splice @steps, $at, 0, [ 'block', '' ];
 	}
 	my ($ok, $why) = (1, '');
@@ -264,6 +266,11 @@ for my $b (@blocks)
 		{
 			($ok, $why) = run_block($b, \%d);
 			pass("$name runs") if $ok;
+		}
+		elsif ($k eq 'wait')
+		{
+			($ok, $why) = (0, "wait: $v: still not true after the timeout")
+			  unless $node->poll_query_until('postgres', $v);
 		}
 		elsif ($k eq 'expect')
 		{
