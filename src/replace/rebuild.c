@@ -445,9 +445,8 @@ rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fi
 	 */
 	what = OidIsValid(slot->partoid) ? psprintf("partition \"%s\"", slot->name) :
 		psprintf("the rows of %s", slot->value);
-	audit_empty(a->allow_shrink, a->condition ? a->stage->nrows : r->loaded, r->replaced,
-				a->target->relname, what);
-	audit_shrink(a->min_ratio, a->allow_shrink, r->loaded, r->replaced, a->target->relname, what);
+	audit_shrink(a->min_ratio, a->allow_shrink, a->condition ? a->stage->nrows : r->loaded,
+				 r->loaded, r->replaced, a->target->relname, what);
 
 	memset(&spec, 0, sizeof(spec));
 	spec.parent = a->target;

@@ -149,14 +149,10 @@ replace_in_table(ReplaceArgs *a, const char *value, ReplaceResult *r)
 	{
 		rebuild_lock_writers(a->target->relid);
 		if (audit_shrink_possible(a->min_ratio, a->allow_shrink, batch.nrows))
-		{
-			int64		held = sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s%s WHERE %s",
-													  target_only(a->target), a->target->qualname, bound));
-			char	   *what = psprintf("the rows of %s", value);
-
-			audit_empty(false, batch.nrows, held, a->target->relname, what);
-			audit_shrink(a->min_ratio, false, batch.nrows, held, a->target->relname, what);
-		}
+			audit_shrink(a->min_ratio, false, batch.nrows, batch.nrows,
+						 sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s%s WHERE %s",
+												target_only(a->target), a->target->qualname, bound)),
+						 a->target->relname, psprintf("the rows of %s", value));
 		progress_phase("deleting", -1);
 		r->replaced = (int64) sql_exec(psprintf("DELETE FROM %s%s WHERE %s",
 												target_only(a->target), a->target->qualname, bound));
@@ -311,7 +307,7 @@ replace_table_values(ReplaceArgs *a, Tuplestorestate *store, TupleDesc desc)
 		}
 		for (int k = 0; k < ntake; k++)
 			audit_shrink(a->min_ratio, a->allow_shrink, runs[taken[k]].nrows,
-						 results[taken[k]].replaced, a->target->relname,
+						 runs[taken[k]].nrows, results[taken[k]].replaced, a->target->relname,
 						 psprintf("the rows of %s", ledger[taken[k]].partition_value));
 
 		/* one INSERT of the rows of every value taken */

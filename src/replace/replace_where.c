@@ -68,14 +68,10 @@ where_in_table(ReplaceArgs *a, ReplaceResult *r)
 
 	rebuild_lock_writers(a->target->relid);
 	if (audit_shrink_possible(a->min_ratio, a->allow_shrink, a->stage->nrows))
-	{
-		int64		held = sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM ONLY %s AS %s"
-												  " WHERE (%s\n)", a->target->qualname, alias, a->condition));
-
-		audit_empty(false, a->stage->nrows, held, a->target->relname, "the rows of the condition");
-		audit_shrink(a->min_ratio, false, a->stage->nrows, held, a->target->relname,
-					 "the rows of the condition");
-	}
+		audit_shrink(a->min_ratio, false, a->stage->nrows, a->stage->nrows,
+					 sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM ONLY %s AS %s"
+											" WHERE (%s\n)", a->target->qualname, alias, a->condition)),
+					 a->target->relname, "the rows of the condition");
 	progress_phase("deleting", -1);
 
 	/*

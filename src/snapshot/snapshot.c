@@ -464,10 +464,8 @@ apply_batch(SnapshotSpec *s, const SnapshotArgs *args, SnapshotCounts *counts)
 	{
 		int64		live = snapshot_write_live_keys(s);
 
-		audit_empty(args->allow_shrink, s->stage->nrows, live,
-					s->target->relname, "the current versions");
-		audit_shrink(idem_min_replaced_ratio, args->allow_shrink, s->stage->nrows, live,
-					 s->target->relname, "the current versions");
+		audit_shrink(idem_min_replaced_ratio, args->allow_shrink, s->stage->nrows,
+					 s->stage->nrows, live, s->target->relname, "the current versions");
 	}
 	s->keys_distinct = stage_keys_distinct(s->stage);
 	if (s->keys_distinct && snapshot_write_empty(s))

@@ -305,13 +305,15 @@ audit_empty(bool allow_shrink, int64 batch_rows, int64 held,
 }
 
 /*
- * Refuse to replace what holds held rows with loaded rows, fewer than
- * ratio of them, unless allow_shrink: IE002.
+ * Refuse to replace what holds held rows with loaded rows, unless
+ * allow_shrink: IE002 when the batch (batch_rows, all of the call's rows)
+ * is empty (audit_empty), or when loaded are fewer than ratio of held.
  */
 void
-audit_shrink(double ratio, bool allow_shrink, int64 loaded, int64 held,
-			 const char *target, const char *what)
+audit_shrink(double ratio, bool allow_shrink, int64 batch_rows, int64 loaded,
+			 int64 held, const char *target, const char *what)
 {
+	audit_empty(allow_shrink, batch_rows, held, target, what);
 	if (allow_shrink || ratio <= 0 || (double) loaded >= ratio * (double) held)
 		return;
 	ereport(ERROR,

@@ -18,7 +18,8 @@ extern bool audit_allow_shrink(FunctionCallInfo fcinfo, int n);
 extern bool audit_shrink_possible(double ratio, bool allow_shrink, int64 batch_rows);
 extern void audit_empty(bool allow_shrink, int64 batch_rows, int64 held,
 						const char *target, const char *what);
-extern void audit_shrink(double ratio, bool allow_shrink, int64 loaded,
-						 int64 held, const char *target, const char *what);
+extern void audit_shrink(double ratio, bool allow_shrink, int64 batch_rows,
+						 int64 loaded, int64 held, const char *target,
+						 const char *what);
 
 #endif							/* IDEM_AUDIT_H */

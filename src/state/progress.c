@@ -22,8 +22,6 @@
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
-#include "nodes/value.h"
-#include "parser/parse_func.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
@@ -34,6 +32,7 @@
 
 #include "util/args.h"
 #include "util/settings.h"
+#include "state/ledger.h"
 #include "state/progress.h"
 
 typedef struct ProgressEntry
@@ -289,12 +288,8 @@ const char *
 progress_tick_call(void)
 {
 	ProgressEntry *e = my_entry();
-	Oid			none[1] = {InvalidOid};
 
-	if (e->pid == 0 || ncalls > 1 ||
-		!OidIsValid(LookupFuncName(list_make2(makeString(IDEM_ETL_STATE_SCHEMA),
-											  makeString("progress_tick")),
-								   0, none, true)))
+	if (e->pid == 0 || ncalls > 1 || !ledger_objects_at_least("0.3"))
 		return NULL;
 	return IDEM_ETL_STATE_SCHEMA ".progress_tick()";
 }
