@@ -42,7 +42,8 @@ OBJS = \
 	src/worker/worker_job.o \
 	src/pipeline/period.o \
 	src/pipeline/pipeline.o \
-	src/pipeline/pipeline_run.o
+	src/pipeline/pipeline_run.o \
+	src/pipeline/sequence.o
 
 DATA = $(wildcard idem_etl--*.sql)
 

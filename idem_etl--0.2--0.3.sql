@@ -163,6 +163,15 @@ CREATE TABLE idem_etl.pipelines (
     time_zone    text        NOT NULL,
     on_failure   text        NOT NULL CHECK (on_failure IN ('block', 'continue')),
     max_attempts integer     NOT NULL CHECK (max_attempts BETWEEN 1 AND 100),
+    max_parallel integer     NOT NULL DEFAULT 1 CHECK (max_parallel BETWEEN 1 AND 64),
+    -- a sequence pipeline (etl_pipeline_create_sequence): its source table,
+    -- the key column that a sequence fills, that sequence, the largest
+    -- range one run takes
+    kind         text        NOT NULL DEFAULT 'time' CHECK (kind IN ('time', 'sequence')),
+    source_oid   oid,
+    key_column   name,
+    sequence_oid oid,
+    max_batch_size bigint    CHECK (max_batch_size >= 1),
     paused       boolean     NOT NULL DEFAULT false,
     state        text        NOT NULL DEFAULT 'ok'
                  CHECK (state IN ('ok', 'behind', 'retrying', 'failed', 'blocked')),
@@ -192,8 +201,13 @@ CREATE TABLE idem_etl.pipeline_periods (
     job_id       bigint,
     run_id       bigint,
     finished_at  timestamptz,
+    -- a sequence pipeline's range of keys (period_start: when it first ran)
+    from_id      bigint,
+    to_id        bigint,
     PRIMARY KEY (pipeline_id, period_start)
 );
+CREATE INDEX pipeline_periods_ranges ON idem_etl.pipeline_periods (pipeline_id, from_id)
+    WHERE from_id IS NOT NULL;
 COMMENT ON TABLE idem_etl.pipeline_periods IS 'idem_etl: the periods of each pipeline (written by the extension only)';
 ALTER TABLE idem_etl.pipeline_periods ENABLE ROW LEVEL SECURITY;
 CREATE POLICY pipeline_periods_of_owner ON idem_etl.pipeline_periods FOR SELECT
@@ -206,7 +220,7 @@ CREATE FUNCTION idem_etl.pipelines_status(
     OUT name text, OUT owner name, OUT every interval, OUT paused boolean,
     OUT state text, OUT watermark timestamptz, OUT next_due timestamptz,
     OUT periods_behind bigint, OUT periods_skipped bigint, OUT last_error text,
-    OUT job_id bigint, OUT pipeline_id bigint)
+    OUT job_id bigint, OUT pipeline_id bigint, OUT last_id bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'idem_etl_pipelines_status'
 LANGUAGE C VOLATILE STRICT;
@@ -224,16 +238,32 @@ CREATE FUNCTION etl_pipeline_create(
     max_catchup  integer  DEFAULT NULL,
     time_zone    text     DEFAULT 'UTC',
     on_failure   text     DEFAULT 'block',
-    max_attempts integer  DEFAULT 5)
+    max_attempts integer  DEFAULT 5,
+    max_parallel integer  DEFAULT 1)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'etl_pipeline_create'
 LANGUAGE C VOLATILE SECURITY INVOKER;
-COMMENT ON FUNCTION etl_pipeline_create(text, text, interval, timestamptz, interval, integer, integer, text, text, integer)
+COMMENT ON FUNCTION etl_pipeline_create(text, text, interval, timestamptz, interval, integer, integer, text, text, integer, integer)
     IS 'create a pipeline: its command runs once per period, in order, catching up after downtime';
+
+CREATE FUNCTION etl_pipeline_create_sequence(
+    name           text,
+    command        text,
+    source         regclass,
+    key_column     name     DEFAULT NULL,
+    max_batch_size bigint   DEFAULT NULL,
+    every          interval DEFAULT '1 minute',
+    on_failure     text     DEFAULT 'block',
+    max_attempts   integer  DEFAULT 5)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'etl_pipeline_create_sequence'
+LANGUAGE C VOLATILE SECURITY INVOKER;
+COMMENT ON FUNCTION etl_pipeline_create_sequence(text, text, regclass, name, bigint, interval, text, integer)
+    IS 'create a sequence pipeline: its command runs for each new range of keys of an append-only table';
 
 CREATE FUNCTION etl_pipeline_run(name text, max_periods integer DEFAULT NULL)
 RETURNS TABLE (period_start timestamptz, period_end timestamptz, kind text,
-               status text, error text, run_id bigint)
+               status text, error text, run_id bigint, from_id bigint, to_id bigint)
 AS 'MODULE_PATHNAME', 'etl_pipeline_run'
 LANGUAGE C VOLATILE SECURITY INVOKER;
 COMMENT ON FUNCTION etl_pipeline_run(text, integer)

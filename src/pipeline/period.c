@@ -196,17 +196,19 @@ period_run_date(const PeriodSpec *spec, TimestampTz t)
 	return psprintf("%04d-%02d-%02d", tm.tm_year, tm.tm_mon, tm.tm_mday);
 }
 
-static const char *const placeholders[] = {
-	"run_date", "period_start", "period_end", "run_key"
+/* The placeholders of a time pipeline's command, and of a sequence pipeline's. */
+static const char *const period_names[] = {
+	"run_date", "period_start", "period_end", "run_key", NULL
 };
+static const char *const range_names[] = {"from_id", "to_id", "run_key", NULL};
 
 /*
  * The placeholder at p ("{word}": lower-case letters and underscores
- * between braces), as an index into placeholders, -1 when p holds none,
- * -2 for an unknown one.
+ * between braces), as an index into names, -1 when p holds none, -2 for
+ * an unknown one.
  */
 static int
-placeholder_at(const char *p, int *len)
+placeholder_at(const char *p, const char *const names[], int *len)
 {
 	const char *q = p + 1;
 
@@ -217,15 +219,15 @@ placeholder_at(const char *p, int *len)
 	if (*q != '}' || q == p + 1)
 		return -1;
 	*len = (int) (q - p) + 1;
-	for (int i = 0; i < (int) lengthof(placeholders); i++)
-		if (strlen(placeholders[i]) == (size_t) (q - p - 1) &&
-			strncmp(placeholders[i], p + 1, q - p - 1) == 0)
+	for (int i = 0; names[i]; i++)
+		if (strlen(names[i]) == (size_t) (q - p - 1) &&
+			strncmp(names[i], p + 1, q - p - 1) == 0)
 			return i;
 	return -2;
 }
 
 static char *
-expand(const char *command, char *const values[])
+expand(const char *command, const char *const names[], char *const values[])
 {
 	StringInfoData buf;
 
@@ -233,12 +235,14 @@ expand(const char *command, char *const values[])
 	for (const char *p = command; *p;)
 	{
 		int			len = 0;
-		int			i = placeholder_at(p, &len);
+		int			i = placeholder_at(p, names, &len);
 
 		if (i == -2)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("unknown placeholder \"%.*s\" in command", len, p),
+					 names == range_names ?
+					 errhint("The placeholders of a sequence pipeline are {from_id}, {to_id} and {run_key}; write an array literal with braces as ARRAY[...].") :
 					 errhint("The placeholders are {run_date}, {period_start}, {period_end} and {run_key}; write an array literal with braces as ARRAY[...].")));
 		if (i >= 0)
 		{
@@ -262,7 +266,32 @@ period_check_command(const char *command)
 	char	   *samples[] = {"2000-01-01", "2000-01-01 00:00:00+00",
 	"2000-01-02 00:00:00+00", "2000-01-01"};
 
-	jobs_check_command(expand(command, samples), "a pipeline's command");
+	jobs_check_command(expand(command, period_names, samples), "a pipeline's command");
+}
+
+/* The same for a sequence pipeline's command. */
+void
+period_check_range_command(const char *command)
+{
+	char	   *samples[] = {"1", "2", "1-2"};
+
+	jobs_check_command(expand(command, range_names, samples), "a pipeline's command");
+}
+
+/*
+ * A sequence pipeline's command for the keys from .. to: {from_id} and
+ * {to_id} the bounds (both included), {run_key} "from-to"; each as a
+ * quoted literal.
+ */
+char *
+period_expand_range(const char *command, int64 from, int64 to)
+{
+	char	   *values[3];
+
+	values[0] = psprintf(INT64_FORMAT, from);
+	values[1] = psprintf(INT64_FORMAT, to);
+	values[2] = psprintf(INT64_FORMAT "-" INT64_FORMAT, from, to);
+	return expand(command, range_names, values);
 }
 
 /*
@@ -281,5 +310,5 @@ period_expand(const PeriodSpec *spec, const char *command, int64 n)
 	values[1] = period_format(spec, from);
 	values[2] = period_format(spec, period_start(spec, n + 1));
 	values[3] = values[0];
-	return expand(command, values);
+	return expand(command, period_names, values);
 }

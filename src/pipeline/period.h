@@ -31,5 +31,7 @@ extern char *period_format(const PeriodSpec *spec, TimestampTz t);
 extern char *period_run_date(const PeriodSpec *spec, TimestampTz t);
 extern void period_check_command(const char *command);
 extern char *period_expand(const PeriodSpec *spec, const char *command, int64 n);
+extern void period_check_range_command(const char *command);
+extern char *period_expand_range(const char *command, int64 from, int64 to);
 
 #endif							/* IDEM_PERIOD_H */

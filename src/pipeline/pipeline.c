@@ -39,12 +39,19 @@ PG_FUNCTION_INFO_V1(etl_pipeline_resume);
 PG_FUNCTION_INFO_V1(etl_pipeline_drop);
 PG_FUNCTION_INFO_V1(etl_pipeline_rerun);
 
-/* The advisory lock space of pipelines (the ledger's are 0x1DE7, 0x1DE8). */
+/*
+ * The advisory lock spaces of pipelines (the ledger's are 0x1DE7, 0x1DE8):
+ * a pipeline; one period of a pipeline whose periods run in parallel; and
+ * its run slots, one per period run at once (0x1E00 + slot).
+ */
 #define PIPELINE_LOCK_SPACE 0x1DEA
+#define PIPELINE_PERIOD_SPACE 0x1DEB
+#define PIPELINE_SLOT_SPACE 0x1E00
 
 #define PIPELINE_COLUMNS \
 	"pipeline_id, name, owner_oid, command, every, start, lag, lookback," \
-	" max_catchup, time_zone, on_failure, max_attempts, paused, state, job_id"
+	" max_catchup, time_zone, on_failure, max_attempts, paused, state, job_id," \
+	" max_parallel, kind, source_oid, key_column, sequence_oid, max_batch_size"
 
 static Interval *
 interval_copy(Datum d)
@@ -89,6 +96,16 @@ from_row(void)
 	p->state = TextDatumGetCString(column(0, 14, &isnull));
 	d = column(0, 15, &isnull);
 	p->job_id = isnull ? 0 : DatumGetInt64(d);
+	p->max_parallel = DatumGetInt32(column(0, 16, &isnull));
+	p->sequence = strcmp(TextDatumGetCString(column(0, 17, &isnull)), "sequence") == 0;
+	if (p->sequence)
+	{
+		p->source = DatumGetObjectId(column(0, 18, &isnull));
+		p->key_column = pstrdup(NameStr(*DatumGetName(column(0, 19, &isnull))));
+		p->seq = DatumGetObjectId(column(0, 20, &isnull));
+		d = column(0, 21, &isnull);
+		p->max_batch_size = isnull ? 0 : DatumGetInt64(d);
+	}
 	period_init(&p->period, DatumGetTimestampTz(column(0, 6, &isnull)),
 				interval_copy(column(0, 5, &isnull)),
 				TextDatumGetCString(column(0, 10, &isnull)));
@@ -137,6 +154,15 @@ pipeline_load_id(int64 id)
 	return from_row();
 }
 
+static bool
+advisory_lock(uint32 key1, uint32 key2, uint16 space, LOCKMODE mode, bool wait)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, key1, key2, space);
+	return LockAcquire(&tag, mode, false, !wait) != LOCKACQUIRE_NOT_AVAIL;
+}
+
 /*
  * One run of a pipeline at a time, until the end of the transaction: with
  * wait false, false when another session runs it.
@@ -144,11 +170,63 @@ pipeline_load_id(int64 id)
 bool
 pipeline_lock(const Pipeline *p, bool wait)
 {
-	LOCKTAG		tag;
+	return advisory_lock((uint32) (p->id >> 32), (uint32) p->id, PIPELINE_LOCK_SPACE,
+						 ExclusiveLock, wait);
+}
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (p->id >> 32), (uint32) p->id,
-						 PIPELINE_LOCK_SPACE);
-	return LockAcquire(&tag, ExclusiveLock, false, !wait) != LOCKACQUIRE_NOT_AVAIL;
+/*
+ * A run's lock, without waiting, until the end of the transaction: false
+ * when the pipeline runs as many periods as it may already.  With
+ * max_parallel 1 the run holds the pipeline's lock, so runs take turns and
+ * periods run in order.  Otherwise runs share that lock (etl_pipeline_drop
+ * and etl_pipeline_rerun, which hold it exclusively, wait for them all),
+ * and each holds one of max_parallel slots; a run then takes each period
+ * it runs by that period's lock (pipeline_lock_period).
+ */
+bool
+pipeline_lock_run(const Pipeline *p)
+{
+	if (p->max_parallel == 1)
+		return pipeline_lock(p, false);
+	if (!advisory_lock((uint32) (p->id >> 32), (uint32) p->id, PIPELINE_LOCK_SPACE,
+					   RowExclusiveLock, false))
+		return false;
+	for (int slot = 0; slot < p->max_parallel; slot++)
+		if (advisory_lock((uint32) (p->id >> 32), (uint32) p->id, PIPELINE_SLOT_SPACE + slot,
+						  ExclusiveLock, false))
+			return true;
+	return false;
+}
+
+/*
+ * Period n of a pipeline whose periods run in parallel, without waiting,
+ * until the end of the transaction: false when another run has it.  The
+ * key is the low 32 bits of the pipeline's id and of n (a lock that two
+ * pipelines 2^32 ids apart would share only makes one of them wait).
+ */
+bool
+pipeline_lock_period(const Pipeline *p, int64 n)
+{
+	return advisory_lock((uint32) p->id, (uint32) n, PIPELINE_PERIOD_SPACE, ExclusiveLock, false);
+}
+
+/*
+ * The pipeline's queued run as committed now, its row locked: runs in
+ * parallel each reschedule it when they end, one after the other.
+ */
+void
+pipeline_refresh_job(Pipeline *p)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		args[1] = {Int64GetDatum(p->id)};
+	bool		isnull;
+	Datum		d;
+
+	ledger_exec_as_owner("SELECT job_id FROM idem_etl.pipelines"
+						 " WHERE pipeline_id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+						 1, argtypes, args, NULL, SPI_OK_SELECT);
+	d = column(0, 1, &isnull);
+	p->job_id = isnull ? 0 : DatumGetInt64(d);
 }
 
 /* When period n is due: its end plus the lag, in the pipeline's zone. */
@@ -164,11 +242,13 @@ pipeline_due_at(const Pipeline *p, int64 n)
 
 /*
  * The pipeline's next run: one job, as its owner, at due (DT_NOEND: none),
- * moved there if it is queued already.  Only with the worker (without it,
- * etl_pipeline_run is called by the user, from pg_cron for instance).
+ * moved there if it is queued already; with runs > 1 (periods that may run
+ * in parallel now), as many jobs queued or running.  Only with the worker
+ * (without it, etl_pipeline_run is called by the user, from pg_cron for
+ * instance).
  */
 void
-pipeline_schedule(Pipeline *p, TimestampTz due)
+pipeline_schedule(Pipeline *p, TimestampTz due, int runs)
 {
 	int64		job_id;
 	Oid			argtypes[2] = {INT8OID, INT8OID};
@@ -187,6 +267,8 @@ pipeline_schedule(Pipeline *p, TimestampTz due)
 					   quote_identifier(get_namespace_name(get_extension_schema(get_extension_oid("idem_etl", false)))),
 					   quote_literal_cstr(p->name));
 	job_id = jobs_schedule(p->job_id, p->owner, command, due);
+	if (runs > 1)
+		jobs_fill(p->owner, command, runs);
 	if (job_id == p->job_id)
 		return;
 	p->job_id = job_id;
@@ -197,8 +279,12 @@ pipeline_schedule(Pipeline *p, TimestampTz due)
 						 2, argtypes, args, NULL, SPI_OK_UPDATE);
 }
 
-static void
-require_args(FunctionCallInfo fcinfo, int n, const char *names)
+/*
+ * The checks that etl_pipeline_create and etl_pipeline_create_sequence
+ * share, each before anything is written.
+ */
+void
+pipeline_require_args(FunctionCallInfo fcinfo, int n, const char *names)
 {
 	for (int i = 0; i < n; i++)
 		if (PG_ARGISNULL(i))
@@ -207,14 +293,45 @@ require_args(FunctionCallInfo fcinfo, int n, const char *names)
 					 errmsg("%s must not be NULL", names)));
 }
 
-static void
-check_range(const char *argname, int32 value, int32 min, int32 max)
+void
+pipeline_check_range(const char *argname, int32 value, int32 min, int32 max)
 {
 	if (value < min || value > max)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be between %d and %d", argname, min, max),
 				 errdetail("It is %d.", value)));
+}
+
+void
+pipeline_check_name(const char *name)
+{
+	if (name[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a pipeline's name must not be empty")));
+	ledger_check_length("name", name);
+}
+
+void
+pipeline_check_on_failure(const char *on_failure)
+{
+	if (strcmp(on_failure, "block") != 0 && strcmp(on_failure, "continue") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("on_failure must be 'block' or 'continue'"),
+				 errdetail("It is '%s'.", on_failure)));
+}
+
+/* After the INSERT ... ON CONFLICT DO NOTHING of a new pipeline. */
+void
+pipeline_check_inserted(const char *name)
+{
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("pipeline \"%s\" already exists", name),
+				 errhint("Drop it with etl_pipeline_drop, or choose another name.")));
 }
 
 /*
@@ -233,16 +350,17 @@ etl_pipeline_create(PG_FUNCTION_ARGS)
 	char	   *on_failure;
 	int32		lookback,
 				max_catchup,
-				max_attempts;
+				max_attempts,
+				max_parallel;
 	PeriodSpec	spec;
-	Oid			argtypes[12] = {TEXTOID, OIDOID, NAMEOID, TEXTOID, INTERVALOID,
-	TIMESTAMPTZOID, INTERVALOID, INT4OID, INT4OID, TEXTOID, TEXTOID, INT4OID};
-	Datum		args[12];
-	char		nulls[13] = "            ";
+	Oid			argtypes[13] = {TEXTOID, OIDOID, NAMEOID, TEXTOID, INTERVALOID,
+	TIMESTAMPTZOID, INTERVALOID, INT4OID, INT4OID, TEXTOID, TEXTOID, INT4OID, INT4OID};
+	Datum		args[13];
+	char		nulls[14] = "             ";
 	Pipeline   *p;
 
 	PreventCommandIfReadOnly("etl_pipeline_create()");
-	require_args(fcinfo, 4, "name, command, every and start");
+	pipeline_require_args(fcinfo, 4, "name, command, every and start");
 	name = args_text(fcinfo, 0);
 	command = args_text(fcinfo, 1);
 	lag = args_isnull(fcinfo, 4) ? NULL : PG_GETARG_INTERVAL_P(4);
@@ -251,27 +369,21 @@ etl_pipeline_create(PG_FUNCTION_ARGS)
 	time_zone = args_isnull(fcinfo, 7) ? "UTC" : args_text(fcinfo, 7);
 	on_failure = args_isnull(fcinfo, 8) ? "block" : args_text(fcinfo, 8);
 	max_attempts = args_isnull(fcinfo, 9) ? 5 : PG_GETARG_INT32(9);
+	max_parallel = args_isnull(fcinfo, 10) ? 1 : PG_GETARG_INT32(10);
 
-	if (name[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("a pipeline's name must not be empty")));
-	ledger_check_length("name", name);
+	pipeline_check_name(name);
 	period_init(&spec, PG_GETARG_TIMESTAMPTZ(3), PG_GETARG_INTERVAL_P(2), time_zone);
 	if (lag && (lag->month < 0 || lag->day < 0 || lag->time < 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lag must not be negative"),
 				 errhint("A period becomes due lag after its end: pass '0' to run it at its end.")));
-	check_range("lookback", lookback, 0, 1000);
+	pipeline_check_range("lookback", lookback, 0, 1000);
 	if (!args_isnull(fcinfo, 6))
-		check_range("max_catchup", max_catchup, 1, INT_MAX);
-	if (strcmp(on_failure, "block") != 0 && strcmp(on_failure, "continue") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("on_failure must be 'block' or 'continue'"),
-				 errdetail("It is '%s'.", on_failure)));
-	check_range("max_attempts", max_attempts, 1, 100);
+		pipeline_check_range("max_catchup", max_catchup, 1, INT_MAX);
+	pipeline_check_on_failure(on_failure);
+	pipeline_check_range("max_attempts", max_attempts, 1, 100);
+	pipeline_check_range("max_parallel", max_parallel, 1, 64);
 	period_check_command(command);
 
 	SPI_connect();
@@ -289,18 +401,16 @@ etl_pipeline_create(PG_FUNCTION_ARGS)
 	args[9] = CStringGetTextDatum(time_zone);
 	args[10] = CStringGetTextDatum(on_failure);
 	args[11] = Int32GetDatum(max_attempts);
+	args[12] = Int32GetDatum(max_parallel);
 	ledger_exec_as_owner("INSERT INTO idem_etl.pipelines (name, owner_oid, owner, command,"
 						 " every, start, lag, lookback, max_catchup, time_zone, on_failure,"
-						 " max_attempts) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+						 " max_attempts, max_parallel)"
+						 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
 						 " ON CONFLICT (owner_oid, name) DO NOTHING RETURNING pipeline_id",
-						 12, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_DUPLICATE_OBJECT),
-				 errmsg("pipeline \"%s\" already exists", name),
-				 errhint("Drop it with etl_pipeline_drop, or choose another name.")));
+						 13, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
+	pipeline_check_inserted(name);
 	p = pipeline_load(name);
-	pipeline_schedule(p, pipeline_due_at(p, 0));
+	pipeline_schedule(p, pipeline_due_at(p, 0), 1);
 	SPI_finish();
 	PG_RETURN_INT64(p->id);
 }
@@ -321,7 +431,7 @@ set_paused(const char *name, bool paused)
 		return false;
 	p->paused = paused;
 	/* resumed: the run looks at what is due and schedules the next */
-	pipeline_schedule(p, GetCurrentTransactionStartTimestamp());
+	pipeline_schedule(p, GetCurrentTransactionStartTimestamp(), 1);
 	return true;
 }
 
@@ -390,7 +500,7 @@ etl_pipeline_rerun(PG_FUNCTION_ARGS)
 	int32		queued;
 
 	PreventCommandIfReadOnly("etl_pipeline_rerun()");
-	require_args(fcinfo, 3, "name, from_value and to_value");
+	pipeline_require_args(fcinfo, 3, "name, from_value and to_value");
 	if (PG_GETARG_TIMESTAMPTZ(1) > PG_GETARG_TIMESTAMPTZ(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -410,7 +520,7 @@ etl_pipeline_rerun(PG_FUNCTION_ARGS)
 						 3, argtypes, args, NULL, SPI_OK_UPDATE);
 	queued = (int32) SPI_processed;
 	if (queued > 0)
-		pipeline_schedule(p, GetCurrentTransactionStartTimestamp());
+		pipeline_schedule(p, GetCurrentTransactionStartTimestamp(), 1);
 	SPI_finish();
 	PG_RETURN_INT32(queued);
 }

@@ -28,6 +28,7 @@
 #include "utils/timestamp.h"
 
 #include "pipeline/pipeline.h"
+#include "pipeline/sequence.h"
 #include "state/ledger.h"
 #include "util/args.h"
 #include "util/settings.h"
@@ -45,16 +46,6 @@ typedef struct PeriodRow
 	int32		attempts;
 	TimestampTz retry_after;	/* DT_NOBEGIN: none */
 } PeriodRow;
-
-/* One period's call, in its subtransaction (sql_try). */
-typedef struct PeriodCall
-{
-	Pipeline   *p;
-	int64		n;
-	int32		attempts;		/* before this one */
-	bool		record;			/* write its row (not for a lookback) */
-	int64		run_id;
-} PeriodCall;
 
 static Datum
 column(int row, int col, bool *isnull)
@@ -95,14 +86,17 @@ first_new(const Pipeline *p)
 }
 
 /*
- * The oldest period that is queued, retrying or failed; with runnable, the
- * oldest that may run at now (queued, or retrying and due).
+ * The oldest period that starts after after and is queued, retrying or
+ * failed; with runnable, the oldest that may run at now (queued, or
+ * retrying and due).
  */
 static bool
-oldest_open(const Pipeline *p, TimestampTz now, bool runnable, PeriodRow *row)
+oldest_open(const Pipeline *p, TimestampTz now, bool runnable, TimestampTz after,
+			PeriodRow *row)
 {
-	Oid			argtypes[3] = {INT8OID, TIMESTAMPTZOID, BOOLOID};
-	Datum		args[3] = {Int64GetDatum(p->id), TimestampTzGetDatum(now), BoolGetDatum(runnable)};
+	Oid			argtypes[4] = {INT8OID, TIMESTAMPTZOID, BOOLOID, TIMESTAMPTZOID};
+	Datum		args[4] = {Int64GetDatum(p->id), TimestampTzGetDatum(now), BoolGetDatum(runnable),
+	TimestampTzGetDatum(after)};
 	bool		isnull;
 	Datum		d;
 
@@ -115,8 +109,9 @@ oldest_open(const Pipeline *p, TimestampTz now, bool runnable, PeriodRow *row)
 							  " AND (NOT $3 OR status OPERATOR(pg_catalog.=) 'queued'"
 							  "  OR (status OPERATOR(pg_catalog.=) 'retrying'"
 							  "      AND retry_after OPERATOR(pg_catalog.<=) $2))"
+							  " AND period_start OPERATOR(pg_catalog.>) $4"
 							  " ORDER BY period_start LIMIT 1",
-							  3, argtypes, args, NULL, SPI_OK_SELECT);
+							  4, argtypes, args, NULL, SPI_OK_SELECT);
 	if (SPI_processed == 0)
 		return false;
 	row->status = TextDatumGetCString(column(0, 2, &isnull));
@@ -134,20 +129,111 @@ row_runnable(const PeriodRow *row, TimestampTz now)
 		(strcmp(row->status, "retrying") == 0 && row->retry_after <= now);
 }
 
-/* Write period n's row, in the (sub)transaction that ran it. */
-static void
-record_period(const Pipeline *p, int64 n, const char *status, int32 attempts,
-			  const char *error, TimestampTz retry_after, int64 run_id)
+/*
+ * The oldest open period this run may take (a rerun, or a retry that is
+ * due), in *row; with on_failure 'block', *blocked when the oldest open
+ * period may not run.  With max_parallel > 1 a period another run has is
+ * passed over, and one taken is read again under its lock: another run may
+ * have run it since.
+ */
+static bool
+take_open(const Pipeline *p, TimestampTz now, PeriodRow *row, bool *blocked)
 {
-	Oid			argtypes[9] = {INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, INT4OID,
-	TEXTOID, TIMESTAMPTZOID, INT8OID, INT8OID};
-	Datum		args[9];
-	char		nulls[10] = "         ";
+	TimestampTz after = DT_NOBEGIN;
+
+	while (oldest_open(p, now, !p->block, after, row))
+	{
+		PeriodRow	again;
+
+		if (!row_runnable(row, now))
+		{
+			*blocked = true;
+			return false;
+		}
+		if (p->max_parallel == 1)
+			return true;
+		after = period_start(&p->period, row->n);
+		if (pipeline_lock_period(p, row->n) &&
+			oldest_open(p, now, true, after - 1, &again) && again.n == row->n)
+		{
+			*row = again;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * With max_parallel > 1: the first period from n on that has no row yet.
+ * Runs in parallel may commit out of order, and a run that crashed leaves
+ * a hole below periods that other runs committed.
+ */
+static int64
+first_missing(const Pipeline *p, int64 n)
+{
+	Oid			argtypes[2] = {INT8OID, TIMESTAMPTZOID};
+	Datum		args[2] = {Int64GetDatum(p->id), TimestampTzGetDatum(period_start(&p->period, n))};
+	bool		isnull;
+	Datum		d;
+
 	static SPIPlanPtr plan = NULL;
 
-	args[0] = Int64GetDatum(p->id);
-	args[1] = TimestampTzGetDatum(period_start(&p->period, n));
-	args[2] = TimestampTzGetDatum(period_start(&p->period, n + 1));
+	ledger_exec_as_owner_kept(&plan, "SELECT CASE WHEN NOT EXISTS (SELECT FROM idem_etl.pipeline_periods"
+							  "  WHERE pipeline_id OPERATOR(pg_catalog.=) $1"
+							  "  AND period_start OPERATOR(pg_catalog.=) $2) THEN $2"
+							  " ELSE (SELECT pg_catalog.min(a.period_end) FROM idem_etl.pipeline_periods a"
+							  "  WHERE a.pipeline_id OPERATOR(pg_catalog.=) $1"
+							  "  AND a.period_start OPERATOR(pg_catalog.>=) $2"
+							  "  AND NOT EXISTS (SELECT FROM idem_etl.pipeline_periods b"
+							  "   WHERE b.pipeline_id OPERATOR(pg_catalog.=) $1"
+							  "   AND b.period_start OPERATOR(pg_catalog.=) a.period_end)) END",
+							  2, argtypes, args, NULL, SPI_OK_SELECT);
+	d = column(0, 1, &isnull);
+	return period_index_at(&p->period, DatumGetTimestampTz(d));
+}
+
+/*
+ * The next new period this run takes, from *next on, in *next: false when
+ * none is due.  Runs in turn (max_parallel 1) take *next itself; runs in
+ * parallel the first period without a row that no other run has, checked
+ * again under its lock.
+ */
+static bool
+take_new(const Pipeline *p, int64 *next, int64 due_last)
+{
+	if (p->max_parallel == 1)
+		return *next <= due_last;
+	for (;;)
+	{
+		int64		n = first_missing(p, *next);
+
+		if (n > due_last)
+			return false;
+		*next = n;
+		if (pipeline_lock_period(p, n) && first_missing(p, n) == n)
+			return true;
+		*next = n + 1;
+	}
+}
+
+/*
+ * Write the row of a call's period or range, in the (sub)transaction that
+ * ran it.  'skipped' (max_catchup) never replaces a row: with max_parallel
+ * > 1 another run may have run the period.
+ */
+static void
+record_call(const PeriodCall *c, const char *status, int32 attempts,
+			const char *error, TimestampTz retry_after)
+{
+	Oid			argtypes[11] = {INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, INT4OID,
+	TEXTOID, TIMESTAMPTZOID, INT8OID, INT8OID, INT8OID, INT8OID};
+	Datum		args[11];
+	char		nulls[12] = "           ";
+	static SPIPlanPtr plan = NULL;
+
+	args[0] = Int64GetDatum(c->p->id);
+	args[1] = TimestampTzGetDatum(c->start);
+	args[2] = TimestampTzGetDatum(c->end);
 	args[3] = CStringGetTextDatum(status);
 	args[4] = Int32GetDatum(attempts);
 	if (error)
@@ -160,20 +246,41 @@ record_period(const Pipeline *p, int64 n, const char *status, int32 attempts,
 	args[7] = Int64GetDatum(jobs_current());
 	if (jobs_current() == 0)
 		nulls[7] = 'n';
-	args[8] = Int64GetDatum(run_id);
-	if (run_id == 0)
+	args[8] = Int64GetDatum(c->run_id);
+	if (c->run_id == 0)
 		nulls[8] = 'n';
+	args[9] = Int64GetDatum(c->from_id);
+	args[10] = Int64GetDatum(c->to_id);
+	if (!c->p->sequence)
+		nulls[9] = nulls[10] = 'n';
 	ledger_exec_as_owner_kept(&plan, "INSERT INTO idem_etl.pipeline_periods AS pp (pipeline_id, period_start,"
 							  " period_end, status, attempts, last_error, retry_after, job_id, run_id,"
-							  " finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
-							  " pg_catalog.clock_timestamp())"
+							  " from_id, to_id, finished_at)"
+							  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, pg_catalog.clock_timestamp())"
 							  " ON CONFLICT (pipeline_id, period_start) DO UPDATE SET"
 							  " status = EXCLUDED.status, attempts = EXCLUDED.attempts,"
 							  " last_error = EXCLUDED.last_error, retry_after = EXCLUDED.retry_after,"
 							  " job_id = EXCLUDED.job_id,"
 							  " run_id = COALESCE(EXCLUDED.run_id, pp.run_id),"
-							  " finished_at = EXCLUDED.finished_at",
-							  9, argtypes, args, nulls, SPI_OK_INSERT);
+							  " finished_at = EXCLUDED.finished_at"
+							  " WHERE EXCLUDED.status OPERATOR(pg_catalog.<>) 'skipped'",
+							  11, argtypes, args, nulls, SPI_OK_INSERT);
+}
+
+/* The call of period n of a time pipeline (kind: see pipeline_run_call). */
+static PeriodCall
+period_of(Pipeline *p, int64 n, const char *kind, int32 attempts)
+{
+	PeriodCall	c = {0};
+
+	c.p = p;
+	c.kind = kind;
+	c.command = period_expand(&p->period, p->command, n);
+	c.start = period_start(&p->period, n);
+	c.end = period_start(&p->period, n + 1);
+	c.attempts = attempts;
+	c.record = strcmp(kind, "lookback") != 0;
+	return c;
 }
 
 /* The run_id column of the command's first row, when it returns one. */
@@ -194,7 +301,7 @@ command_run_id(void)
 }
 
 /*
- * sql_try's callback: the period's command, then its row, in the same
+ * sql_try's callback: the command, then its row, in the same
  * subtransaction.  The caller is the pipeline's owner (etl_pipeline_run
  * refuses anyone else).
  */
@@ -202,75 +309,89 @@ static void
 period_call(void *arg)
 {
 	PeriodCall *c = (PeriodCall *) arg;
-	char	   *command = period_expand(&c->p->period, c->p->command, c->n);
 	int			rc;
 
-	rc = SPI_execute(command, false, 0);
+	rc = SPI_execute(c->command, false, 0);
 	if (rc < 0)
 		elog(ERROR, "SPI_execute failed: %s", SPI_result_code_string(rc));
 	c->run_id = command_run_id();
 	if (c->record)
-		record_period(c->p, c->n, "succeeded", c->attempts + 1, NULL, DT_NOBEGIN, c->run_id);
+		record_call(c, "succeeded", c->attempts + 1, NULL, DT_NOBEGIN);
 }
 
 /* One row of etl_pipeline_run's result. */
 static void
-put_result(Tuplestorestate *store, TupleDesc desc, const Pipeline *p, int64 n,
-		   const char *kind, const char *status, const char *error, int64 run_id)
+put_result(Tuplestorestate *store, TupleDesc desc, const PeriodCall *c,
+		   const char *status, const char *error)
 {
-	Datum		values[6];
-	bool		nulls[6] = {false, false, false, false, error == NULL, run_id == 0};
+	Datum		values[8];
+	bool		nulls[8] = {c->p->sequence, c->p->sequence, false, false, error == NULL,
+	c->run_id == 0, !c->p->sequence, !c->p->sequence};
 
-	values[0] = TimestampTzGetDatum(period_start(&p->period, n));
-	values[1] = TimestampTzGetDatum(period_start(&p->period, n + 1));
-	values[2] = CStringGetTextDatum(kind);
+	values[0] = TimestampTzGetDatum(c->start);
+	values[1] = TimestampTzGetDatum(c->end);
+	values[2] = CStringGetTextDatum(c->kind);
 	values[3] = CStringGetTextDatum(status);
 	values[4] = error ? CStringGetTextDatum(error) : (Datum) 0;
-	values[5] = Int64GetDatum(run_id);
+	values[5] = Int64GetDatum(c->run_id);
+	values[6] = Int64GetDatum(c->from_id);
+	values[7] = Int64GetDatum(c->to_id);
 	tuplestore_putvalues(store, desc, values, nulls);
 }
 
 /*
- * Run period n (kind: 'due', 'retry', 'rerun' or 'lookback').  A failure
- * is recorded with its error: retried after a backoff while attempts
- * remain, else failed for good.  Returns whether it succeeded.
+ * Run a period or a range (kind: 'due', 'retry', 'rerun' or 'lookback').
+ * A failure is recorded with its
+ * error: retried after a backoff while attempts remain, else failed for
+ * good.  Returns whether it succeeded.
  */
-static bool
-run_period(Pipeline *p, int64 n, const char *kind, int32 attempts,
-		   Tuplestorestate *store, TupleDesc desc)
+bool
+pipeline_run_call(PeriodCall *c, Tuplestorestate *store, TupleDesc desc)
 {
-	PeriodCall	call = {p, n, attempts, strcmp(kind, "lookback") != 0, 0};
-	ErrorData  *failure = sql_try(period_call, &call);
+	Pipeline   *p = c->p;
+	ErrorData  *failure;
 	char	   *error;
 	TimestampTz retry_after;
 	int			backoff;
+	int32		attempts = c->attempts;
 
+	failure = sql_try(period_call, c);
 	if (failure == NULL)
 	{
-		put_result(store, desc, p, n, kind, "succeeded", NULL, call.run_id);
+		put_result(store, desc, c, "succeeded", NULL);
 		return true;
 	}
+	c->run_id = 0;
 	error = psprintf("%s: %s", unpack_sql_state(failure->sqlerrcode), failure->message);
-	if (!call.record)
+	if (!c->record)
 	{
 		/* a lookback's failure leaves the period as it was */
 		ereport(WARNING,
 				(errmsg("pipeline \"%s\": the lookback rerun of the period from %s failed",
-						p->name, period_format(&p->period, period_start(&p->period, n))),
+						p->name, period_format(&p->period, c->start)),
 				 errdetail("%s", error)));
-		put_result(store, desc, p, n, kind, "failed", error, 0);
+		put_result(store, desc, c, "failed", error);
 		return false;
 	}
 	attempts++;
 	backoff = Min(1 << Min(attempts - 1, 30), idem_max_backoff);
 	retry_after = GetCurrentTimestamp() + (TimestampTz) backoff * USECS_PER_SEC;
 	if (attempts >= p->max_attempts)
-		record_period(p, n, "failed", attempts, error, DT_NOBEGIN, 0);
+		record_call(c, "failed", attempts, error, DT_NOBEGIN);
 	else
-		record_period(p, n, "retrying", attempts, error, retry_after, 0);
-	put_result(store, desc, p, n, kind, attempts >= p->max_attempts ? "failed" : "retrying",
-			   error, 0);
+		record_call(c, "retrying", attempts, error, retry_after);
+	put_result(store, desc, c, attempts >= p->max_attempts ? "failed" : "retrying", error);
 	return false;
+}
+
+/* Run period n of a time pipeline. */
+static void
+run_period(Pipeline *p, int64 n, const char *kind, int32 attempts,
+		   Tuplestorestate *store, TupleDesc desc)
+{
+	PeriodCall	c = period_of(p, n, kind, attempts);
+
+	(void) pipeline_run_call(&c, store, desc);
 }
 
 /*
@@ -308,7 +429,13 @@ foreach_lookback(Pipeline *p, int64 n, Tuplestorestate *store, TupleDesc desc)
 		periods = lappend(periods, k);
 	}
 	foreach(lc, periods)
-		run_period(p, *(int64 *) lfirst(lc), "lookback", 0, store, desc);
+	{
+		int64		k = *(int64 *) lfirst(lc);
+
+		/* a period another run has is being run now */
+		if (p->max_parallel == 1 || pipeline_lock_period(p, k))
+			run_period(p, k, "lookback", 0, store, desc);
+	}
 }
 
 /* Periods first .. last, left out by max_catchup: rows 'skipped'. */
@@ -317,8 +444,10 @@ skip_periods(Pipeline *p, int64 first, int64 last)
 {
 	for (int64 n = first; n <= last; n++)
 	{
+		PeriodCall	c = period_of(p, n, "due", 0);
+
 		CHECK_FOR_INTERRUPTS();
-		record_period(p, n, "skipped", 0, NULL, DT_NOBEGIN, 0);
+		record_call(&c, "skipped", 0, NULL, DT_NOBEGIN);
 	}
 	ereport(WARNING,
 			(errmsg("pipeline \"%s\" left out " INT64_FORMAT " missed periods, from %s to %s",
@@ -413,7 +542,11 @@ note_state(Pipeline *p, const PeriodCounts *c, const char *state, int64 behind)
 	p->state = pstrdup(state);
 	if (strcmp(state, "ok") == 0)
 		return;
-	if (strcmp(state, "behind") == 0)
+	if (strcmp(state, "behind") == 0 && p->sequence)
+		ereport(WARNING,
+				(errmsg("pipeline \"%s\" is behind", p->name),
+				 errdetail("New keys wait: its ranges run one per job when the worker runs them.")));
+	else if (strcmp(state, "behind") == 0)
 		ereport(WARNING,
 				(errmsg("pipeline \"%s\" is " INT64_FORMAT " periods behind", p->name, behind),
 				 errdetail("Its due periods run oldest first, one per job when the worker runs them.")));
@@ -494,42 +627,65 @@ etl_pipeline_run(PG_FUNCTION_ARGS)
 		SPI_finish();
 		return (Datum) 0;
 	}
-	if (!pipeline_lock(p, false))
+	if (!pipeline_lock_run(p))
 	{
-		ereport(NOTICE,
-				(errmsg("pipeline \"%s\" is being run by another session", p->name),
-				 errdetail("That run runs what is due and schedules the next.")));
+		if (p->max_parallel == 1)
+			ereport(NOTICE,
+					(errmsg("pipeline \"%s\" is being run by another session", p->name),
+					 errdetail("That run runs what is due and schedules the next.")));
+		else
+			ereport(NOTICE,
+					(errmsg("pipeline \"%s\" runs %d periods at once already", p->name,
+							p->max_parallel),
+					 errdetail("Its max_parallel is %d; those runs run what is due and schedule the next.",
+							   p->max_parallel)));
 		SPI_finish();
 		return (Datum) 0;
 	}
 	/* what the run before ours committed: read after the lock */
 	p = pipeline_load(p->name);
-	next_new = first_new(p);
+	if (p->sequence)
+	{
+		bool		more;
+
+		(void) sequence_run(p, max_periods, store, desc, &blocked, &more);
+		counts = count_periods(p);
+		if (blocked && counts.failed > 0)
+			due = DT_NOEND;
+		else if (more)
+			due = now;
+		else
+			due = Min(pipeline_due_at(p, period_index_at(&p->period, now)), counts.next_retry);
+		pipeline_schedule(p, due, 1);
+		note_state(p, &counts, pipeline_state(p, &counts, more), counts.open);
+		SPI_finish();
+		return (Datum) 0;
+	}
+	next_new = p->max_parallel == 1 ? first_new(p) : 0;
 	due_last = last_due(p, now);
 
 	while (max_periods == 0 || ran < max_periods)
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (oldest_open(p, now, !p->block, &row))
+		if (take_open(p, now, &row, &blocked))
 		{
-			if (row_runnable(&row, now))
-			{
-				run_period(p, row.n, strcmp(row.status, "queued") == 0 ? "rerun" : "retry",
-						   row.attempts, store, desc);
-				ran++;
-				continue;
-			}
-			/* on_failure 'block': nothing after it runs */
-			blocked = true;
-			break;
+			run_period(p, row.n, strcmp(row.status, "queued") == 0 ? "rerun" : "retry",
+					   row.attempts, store, desc);
+			ran++;
+			continue;
 		}
-		if (next_new > due_last)
+		/* on_failure 'block': nothing after the failed period runs */
+		if (blocked)
 			break;
+		if (p->max_parallel > 1)
+			next_new = first_missing(p, next_new);
 		if (p->max_catchup > 0 && due_last - next_new + 1 > p->max_catchup)
 		{
 			skip_periods(p, next_new, due_last - p->max_catchup);
 			next_new = due_last - p->max_catchup + 1;
 		}
+		if (!take_new(p, &next_new, due_last))
+			break;
 		foreach_lookback(p, next_new, store, desc);
 		run_period(p, next_new, "due", 0, store, desc);
 		next_new++;
@@ -546,11 +702,13 @@ etl_pipeline_run(PG_FUNCTION_ARGS)
 	if (blocked && counts.failed > 0)
 		due = DT_NOEND;
 	else if (max_periods > 0 && ran >= max_periods &&
-			 (next_new <= due_last || oldest_open(p, now, true, &row)))
+			 (next_new <= due_last || oldest_open(p, now, true, DT_NOBEGIN, &row)))
 		due = now;
 	else
 		due = Min(pipeline_due_at(p, next_new), counts.next_retry);
-	pipeline_schedule(p, due);
+	if (p->max_parallel > 1)
+		pipeline_refresh_job(p);
+	pipeline_schedule(p, due, due == now ? (int) Min(behind, p->max_parallel) : 1);
 	note_state(p, &counts, pipeline_state(p, &counts, due == now && behind > 0), behind);
 	SPI_finish();
 	return (Datum) 0;
@@ -593,8 +751,8 @@ idem_etl_pipelines_status(PG_FUNCTION_ARGS)
 		PeriodCounts c = count_periods(p);
 		int64		next_new = first_new(p);
 		int64		due_last = last_due(p, now);
-		Datum		values[12];
-		bool		nulls[12] = {0};
+		Datum		values[13];
+		bool		nulls[13] = {0};
 		TimestampTz watermark;
 		TimestampTz next_due;
 
@@ -602,7 +760,15 @@ idem_etl_pipelines_status(PG_FUNCTION_ARGS)
 			watermark = c.last_end;
 		else
 			watermark = c.first_open > p->period.start ? c.first_open : DT_NOBEGIN;
-		next_due = Min(pipeline_due_at(p, next_new), c.next_retry);
+		if (p->sequence)
+		{
+			/* its ticks are when it looks for new rows: no watermark in time */
+			watermark = DT_NOBEGIN;
+			next_due = Min(pipeline_due_at(p, period_index_at(&p->period, now)), c.next_retry);
+			next_new = due_last + 1;
+		}
+		else
+			next_due = Min(pipeline_due_at(p, next_new), c.next_retry);
 		values[0] = CStringGetTextDatum(p->name);
 		values[1] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(p->owner, true) ?
 																GetUserNameFromId(p->owner, true) : "?"));
@@ -620,6 +786,8 @@ idem_etl_pipelines_status(PG_FUNCTION_ARGS)
 		values[10] = Int64GetDatum(p->job_id);
 		nulls[10] = p->job_id == 0;
 		values[11] = Int64GetDatum(p->id);
+		values[12] = p->sequence ? Int64GetDatum(sequence_last_id(p)) : (Datum) 0;
+		nulls[12] = !p->sequence || c.last_end == DT_NOBEGIN;
 		tuplestore_putvalues(store, desc, values, nulls);
 	}
 	SPI_finish();

@@ -223,6 +223,35 @@ jobs_unschedule(int64 job_id, const char *why)
 						 2, argtypes, args, NULL, SPI_OK_UPDATE);
 }
 
+/*
+ * runs jobs of roleoid with that command queued or running: as many more
+ * queued now as it takes (a pipeline whose periods run in parallel).  Two
+ * callers at once may queue one too many; such a job finds every run slot
+ * taken and ends.
+ */
+void
+jobs_fill(Oid roleoid, const char *command, int runs)
+{
+	Oid			argtypes[4] = {OIDOID, TEXTOID, NAMEOID, INT4OID};
+	Datum		args[4];
+
+	args[0] = ObjectIdGetDatum(roleoid);
+	args[1] = CStringGetTextDatum(command);
+	args[2] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(roleoid, false)));
+	args[3] = Int32GetDatum(runs);
+	ledger_exec_as_owner("INSERT INTO idem_etl.jobs (command, max_attempts, submitted_by,"
+						 " submitted_by_oid, run_after)"
+						 " SELECT $2, 10, $3, $1, pg_catalog.now()"
+						 " FROM pg_catalog.generate_series(1, $4 OPERATOR(pg_catalog.-)"
+						 "  (SELECT pg_catalog.count(*)::pg_catalog.int4 FROM idem_etl.jobs"
+						 "   WHERE submitted_by_oid OPERATOR(pg_catalog.=) $1"
+						 "   AND command OPERATOR(pg_catalog.=) $2"
+						 "   AND status OPERATOR(pg_catalog.=) ANY ('{queued,running}'::pg_catalog.text[])))",
+						 4, argtypes, args, NULL, SPI_OK_INSERT);
+	if (SPI_processed > 0)
+		worker_note_due(GetCurrentTransactionStartTimestamp());
+}
+
 /* The job this process runs (a job worker), else 0. */
 static int64 current_job = 0;
 

@@ -14,6 +14,7 @@ extern void jobs_check_command(const char *command, const char *what);
 extern int64 jobs_schedule(int64 job_id, Oid roleoid, const char *command,
 						   TimestampTz run_after);
 extern void jobs_unschedule(int64 job_id, const char *why);
+extern void jobs_fill(Oid roleoid, const char *command, int runs);
 extern int64 jobs_current(void);
 extern bool jobs_lock_state(void);
 extern int	jobs_requeue_dead(List *live_jobs, int *skipped);
