@@ -212,7 +212,10 @@ pipeline_lock_period(const Pipeline *p, int64 n)
 
 /*
  * The pipeline's queued run as committed now, its row locked: runs in
- * parallel each reschedule it when they end, one after the other.
+ * parallel each reschedule it when they end, one after the other.  FOR NO
+ * KEY UPDATE, as an UPDATE of it locks: each run's period rows hold a key
+ * share lock on it (their foreign key) until the run commits, and FOR
+ * UPDATE would wait for those, while the other run waits for ours.
  */
 void
 pipeline_refresh_job(Pipeline *p)
@@ -223,7 +226,7 @@ pipeline_refresh_job(Pipeline *p)
 	Datum		d;
 
 	ledger_exec_as_owner("SELECT job_id FROM idem_etl.pipelines"
-						 " WHERE pipeline_id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+						 " WHERE pipeline_id OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
 						 1, argtypes, args, NULL, SPI_OK_SELECT);
 	d = column(0, 1, &isnull);
 	p->job_id = isnull ? 0 : DatumGetInt64(d);
@@ -238,6 +241,17 @@ pipeline_due_at(const Pipeline *p, int64 n)
 	lag.start = period_start(&p->period, n + 1);
 	lag.every = p->lag;
 	return period_start(&lag, 1);
+}
+
+/* The last period that is due at now (end + lag <= now), or -1. */
+int64
+pipeline_last_due(const Pipeline *p, TimestampTz now)
+{
+	int64		n = period_index_at(&p->period, now) - 1;
+
+	while (n >= 0 && pipeline_due_at(p, n) > now)
+		n--;
+	return n;
 }
 
 /*
@@ -410,7 +424,10 @@ etl_pipeline_create(PG_FUNCTION_ARGS)
 						 13, argtypes, args, nulls, SPI_OK_INSERT_RETURNING);
 	pipeline_check_inserted(name);
 	p = pipeline_load(name);
-	pipeline_schedule(p, pipeline_due_at(p, 0), 1);
+	/* periods already due run at once, up to max_parallel of them */
+	pipeline_schedule(p, pipeline_due_at(p, 0),
+					  (int) Min(p->max_parallel,
+								pipeline_last_due(p, GetCurrentTransactionStartTimestamp()) + 1));
 	SPI_finish();
 	PG_RETURN_INT64(p->id);
 }
@@ -430,8 +447,8 @@ set_paused(const char *name, bool paused)
 	if (SPI_processed == 0)
 		return false;
 	p->paused = paused;
-	/* resumed: the run looks at what is due and schedules the next */
-	pipeline_schedule(p, GetCurrentTransactionStartTimestamp(), 1);
+	/* resumed: the runs look at what is due and schedule the next */
+	pipeline_schedule(p, GetCurrentTransactionStartTimestamp(), paused ? 1 : p->max_parallel);
 	return true;
 }
 
@@ -520,7 +537,7 @@ etl_pipeline_rerun(PG_FUNCTION_ARGS)
 						 3, argtypes, args, NULL, SPI_OK_UPDATE);
 	queued = (int32) SPI_processed;
 	if (queued > 0)
-		pipeline_schedule(p, GetCurrentTransactionStartTimestamp(), 1);
+		pipeline_schedule(p, GetCurrentTransactionStartTimestamp(), Min(queued, p->max_parallel));
 	SPI_finish();
 	PG_RETURN_INT32(queued);
 }

@@ -65,6 +65,7 @@ extern bool pipeline_lock_period(const Pipeline *p, int64 n);
 extern void pipeline_refresh_job(Pipeline *p);
 extern void pipeline_schedule(Pipeline *p, TimestampTz due, int runs);
 extern TimestampTz pipeline_due_at(const Pipeline *p, int64 n);
+extern int64 pipeline_last_due(const Pipeline *p, TimestampTz now);
 extern bool pipeline_run_call(PeriodCall *c, Tuplestorestate *store, TupleDesc desc);
 
 #endif							/* IDEM_PIPELINE_H */

@@ -53,17 +53,6 @@ column(int row, int col, bool *isnull)
 	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
 }
 
-/* The last period that is due at now (end + lag <= now), or -1. */
-static int64
-last_due(const Pipeline *p, TimestampTz now)
-{
-	int64		n = period_index_at(&p->period, now) - 1;
-
-	while (n >= 0 && pipeline_due_at(p, n) > now)
-		n--;
-	return n;
-}
-
 /*
  * The first period never run: periods get their rows in order (those left
  * out by max_catchup too), so it follows the last row.
@@ -662,7 +651,7 @@ etl_pipeline_run(PG_FUNCTION_ARGS)
 		return (Datum) 0;
 	}
 	next_new = p->max_parallel == 1 ? first_new(p) : 0;
-	due_last = last_due(p, now);
+	due_last = pipeline_last_due(p, now);
 
 	while (max_periods == 0 || ran < max_periods)
 	{
@@ -750,7 +739,7 @@ idem_etl_pipelines_status(PG_FUNCTION_ARGS)
 		Pipeline   *p = pipeline_load_id(*(int64 *) lfirst(lc));
 		PeriodCounts c = count_periods(p);
 		int64		next_new = first_new(p);
-		int64		due_last = last_due(p, now);
+		int64		due_last = pipeline_last_due(p, now);
 		Datum		values[13];
 		bool		nulls[13] = {0};
 		TimestampTz watermark;
