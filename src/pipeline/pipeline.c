@@ -211,25 +211,27 @@ pipeline_lock_period(const Pipeline *p, int64 n)
 }
 
 /*
- * The pipeline's queued run as committed now, its row locked: runs in
- * parallel each reschedule it when they end, one after the other.  FOR NO
+ * The pipeline's queued run and state as committed now, its row locked:
+ * runs in parallel each reschedule it, and note a change of state once,
+ * when they end, one after the other.  FOR NO
  * KEY UPDATE, as an UPDATE of it locks: each run's period rows hold a key
  * share lock on it (their foreign key) until the run commits, and FOR
  * UPDATE would wait for those, while the other run waits for ours.
  */
 void
-pipeline_refresh_job(Pipeline *p)
+pipeline_refresh(Pipeline *p)
 {
 	Oid			argtypes[1] = {INT8OID};
 	Datum		args[1] = {Int64GetDatum(p->id)};
 	bool		isnull;
 	Datum		d;
 
-	ledger_exec_as_owner("SELECT job_id FROM idem_etl.pipelines"
+	ledger_exec_as_owner("SELECT job_id, state FROM idem_etl.pipelines"
 						 " WHERE pipeline_id OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
 						 1, argtypes, args, NULL, SPI_OK_SELECT);
 	d = column(0, 1, &isnull);
 	p->job_id = isnull ? 0 : DatumGetInt64(d);
+	p->state = TextDatumGetCString(column(0, 2, &isnull));
 }
 
 /* When period n is due: its end plus the lag, in the pipeline's zone. */

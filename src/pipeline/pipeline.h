@@ -62,7 +62,7 @@ extern Pipeline *pipeline_load_id(int64 id);
 extern bool pipeline_lock(const Pipeline *p, bool wait);
 extern bool pipeline_lock_run(const Pipeline *p);
 extern bool pipeline_lock_period(const Pipeline *p, int64 n);
-extern void pipeline_refresh_job(Pipeline *p);
+extern void pipeline_refresh(Pipeline *p);
 extern void pipeline_schedule(Pipeline *p, TimestampTz due, int runs);
 extern TimestampTz pipeline_due_at(const Pipeline *p, int64 n);
 extern int64 pipeline_last_due(const Pipeline *p, TimestampTz now);

@@ -696,7 +696,7 @@ etl_pipeline_run(PG_FUNCTION_ARGS)
 	else
 		due = Min(pipeline_due_at(p, next_new), counts.next_retry);
 	if (p->max_parallel > 1)
-		pipeline_refresh_job(p);
+		pipeline_refresh(p);
 	pipeline_schedule(p, due, due == now ? (int) Min(behind, p->max_parallel) : 1);
 	note_state(p, &counts, pipeline_state(p, &counts, due == now && behind > 0), behind);
 	SPI_finish();
