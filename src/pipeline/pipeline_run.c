@@ -25,6 +25,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "pipeline/pipeline.h"
@@ -118,12 +119,16 @@ oldest_open(const Pipeline *p, TimestampTz now, bool runnable, PeriodRow *row)
 							  " ORDER BY period_start LIMIT 1",
 							  3, argtypes, args, NULL, SPI_OK_SELECT);
 	if (SPI_processed == 0)
+	{
+		SPI_freetuptable(SPI_tuptable);
 		return false;
+	}
 	row->status = TextDatumGetCString(column(0, 2, &isnull));
 	row->attempts = DatumGetInt32(column(0, 3, &isnull));
 	d = column(0, 4, &isnull);
 	row->retry_after = isnull ? DT_NOBEGIN : DatumGetTimestampTz(d);
 	row->n = period_index_at(&p->period, DatumGetTimestampTz(column(0, 1, &isnull)));
+	SPI_freetuptable(SPI_tuptable);
 	return true;
 }
 
@@ -209,6 +214,7 @@ period_call(void *arg)
 	if (rc < 0)
 		elog(ERROR, "SPI_execute failed: %s", SPI_result_code_string(rc));
 	c->run_id = command_run_id();
+	SPI_freetuptable(SPI_tuptable);
 	if (c->record)
 		record_period(c->p, c->n, "succeeded", c->attempts + 1, NULL, DT_NOBEGIN, c->run_id);
 }
@@ -307,6 +313,7 @@ foreach_lookback(Pipeline *p, int64 n, Tuplestorestate *store, TupleDesc desc)
 		*k = period_index_at(&p->period, DatumGetTimestampTz(column(i, 1, &isnull)));
 		periods = lappend(periods, k);
 	}
+	SPI_freetuptable(SPI_tuptable);
 	foreach(lc, periods)
 		run_period(p, *(int64 *) lfirst(lc), "lookback", 0, store, desc);
 }
@@ -458,6 +465,8 @@ etl_pipeline_run(PG_FUNCTION_ARGS)
 	TimestampTz due;
 	int64		behind;
 	PeriodRow	row;
+	MemoryContext periodcxt;
+	MemoryContext oldcxt;
 
 	PreventCommandIfReadOnly("etl_pipeline_run()");
 	if (args_isnull(fcinfo, 0))
@@ -507,9 +516,18 @@ etl_pipeline_run(PG_FUNCTION_ARGS)
 	next_new = first_new(p);
 	due_last = last_due(p, now);
 
+	/*
+	 * What a period allocates (its command, its rows read, an error) is freed
+	 * before the next: a catch-up of many periods runs in the memory of one,
+	 * and leaves the heap as it found it for the period's command.
+	 */
+	periodcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl pipeline period",
+									  ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(periodcxt);
 	while (max_periods == 0 || ran < max_periods)
 	{
 		CHECK_FOR_INTERRUPTS();
+		MemoryContextReset(periodcxt);
 		if (oldest_open(p, now, !p->block, &row))
 		{
 			if (row_runnable(&row, now))
@@ -535,6 +553,8 @@ etl_pipeline_run(PG_FUNCTION_ARGS)
 		next_new++;
 		ran++;
 	}
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(periodcxt);
 
 	/*
 	 * The next run: now when max_periods stopped us with more due; else the
