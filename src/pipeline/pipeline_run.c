@@ -25,6 +25,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "pipeline/pipeline.h"
@@ -102,12 +103,16 @@ oldest_open(const Pipeline *p, TimestampTz now, bool runnable, TimestampTz after
 							  " ORDER BY period_start LIMIT 1",
 							  4, argtypes, args, NULL, SPI_OK_SELECT);
 	if (SPI_processed == 0)
+	{
+		SPI_freetuptable(SPI_tuptable);
 		return false;
+	}
 	row->status = TextDatumGetCString(column(0, 2, &isnull));
 	row->attempts = DatumGetInt32(column(0, 3, &isnull));
 	d = column(0, 4, &isnull);
 	row->retry_after = isnull ? DT_NOBEGIN : DatumGetTimestampTz(d);
 	row->n = period_index_at(&p->period, DatumGetTimestampTz(column(0, 1, &isnull)));
+	SPI_freetuptable(SPI_tuptable);
 	return true;
 }
 
@@ -178,6 +183,7 @@ first_missing(const Pipeline *p, int64 n)
 							  "   AND b.period_start OPERATOR(pg_catalog.=) a.period_end)) END",
 							  2, argtypes, args, NULL, SPI_OK_SELECT);
 	d = column(0, 1, &isnull);
+	SPI_freetuptable(SPI_tuptable);
 	return period_index_at(&p->period, DatumGetTimestampTz(d));
 }
 
@@ -304,6 +310,7 @@ period_call(void *arg)
 	if (rc < 0)
 		elog(ERROR, "SPI_execute failed: %s", SPI_result_code_string(rc));
 	c->run_id = command_run_id();
+	SPI_freetuptable(SPI_tuptable);
 	if (c->record)
 		record_call(c, "succeeded", c->attempts + 1, NULL, DT_NOBEGIN);
 }
@@ -417,6 +424,7 @@ foreach_lookback(Pipeline *p, int64 n, Tuplestorestate *store, TupleDesc desc)
 		*k = period_index_at(&p->period, DatumGetTimestampTz(column(i, 1, &isnull)));
 		periods = lappend(periods, k);
 	}
+	SPI_freetuptable(SPI_tuptable);
 	foreach(lc, periods)
 	{
 		int64		k = *(int64 *) lfirst(lc);
@@ -580,6 +588,8 @@ etl_pipeline_run(PG_FUNCTION_ARGS)
 	TimestampTz due;
 	int64		behind;
 	PeriodRow	row;
+	MemoryContext periodcxt;
+	MemoryContext oldcxt;
 
 	PreventCommandIfReadOnly("etl_pipeline_run()");
 	if (args_isnull(fcinfo, 0))
@@ -653,9 +663,18 @@ etl_pipeline_run(PG_FUNCTION_ARGS)
 	next_new = p->max_parallel == 1 ? first_new(p) : 0;
 	due_last = pipeline_last_due(p, now);
 
+	/*
+	 * What a period allocates (its command, its rows read, an error) is freed
+	 * before the next: a catch-up of many periods runs in the memory of one,
+	 * and leaves the heap as it found it for the period's command.
+	 */
+	periodcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl pipeline period",
+									  ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(periodcxt);
 	while (max_periods == 0 || ran < max_periods)
 	{
 		CHECK_FOR_INTERRUPTS();
+		MemoryContextReset(periodcxt);
 		if (take_open(p, now, &row, &blocked))
 		{
 			run_period(p, row.n, strcmp(row.status, "queued") == 0 ? "rerun" : "retry",
@@ -680,6 +699,8 @@ etl_pipeline_run(PG_FUNCTION_ARGS)
 		next_new++;
 		ran++;
 	}
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(periodcxt);
 
 	/*
 	 * The next run: now when max_periods stopped us with more due; else the

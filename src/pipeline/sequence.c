@@ -33,6 +33,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
@@ -206,7 +207,10 @@ oldest_open_range(Pipeline *p, TimestampTz now, bool runnable, PeriodCall *c, bo
 							  " ORDER BY from_id LIMIT 1",
 							  3, argtypes, args, NULL, SPI_OK_SELECT);
 	if (SPI_processed == 0)
+	{
+		SPI_freetuptable(SPI_tuptable);
 		return false;
+	}
 	memset(c, 0, sizeof(PeriodCall));
 	c->p = p;
 	c->start = c->end = DatumGetTimestampTz(column(1, &isnull));
@@ -220,6 +224,7 @@ oldest_open_range(Pipeline *p, TimestampTz now, bool runnable, PeriodCall *c, bo
 	c->command = period_expand_range(p->command, c->from_id, c->to_id);
 	*may_run = strcmp(status, "queued") == 0 ||
 		(strcmp(status, "retrying") == 0 && !isnull && DatumGetTimestampTz(d) <= now);
+	SPI_freetuptable(SPI_tuptable);
 	return true;
 }
 
@@ -230,6 +235,7 @@ sequence_last_id(const Pipeline *p)
 	Oid			argtypes[2] = {INT8OID, OIDOID};
 	Datum		args[2] = {Int64GetDatum(p->id), ObjectIdGetDatum(p->seq)};
 	bool		isnull;
+	int64		last;
 
 	static SPIPlanPtr plan = NULL;
 
@@ -239,7 +245,9 @@ sequence_last_id(const Pipeline *p)
 							  " (SELECT seqmin OPERATOR(pg_catalog.-) 1 FROM pg_catalog.pg_sequence"
 							  "  WHERE seqrelid OPERATOR(pg_catalog.=) $2))",
 							  2, argtypes, args, NULL, SPI_OK_SELECT);
-	return DatumGetInt64(column(1, &isnull));
+	last = DatumGetInt64(column(1, &isnull));
+	SPI_freetuptable(SPI_tuptable);
+	return last;
 }
 
 /*
@@ -263,6 +271,7 @@ new_range(Pipeline *p, PeriodCall *c)
 							  NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the last value of sequence %u", p->seq);
 	d = column(1, &isnull);
+	SPI_freetuptable(SPI_tuptable);
 	if (isnull || DatumGetInt64(d) <= last)
 		return false;
 	upper = DatumGetInt64(d);
@@ -295,11 +304,16 @@ sequence_run(Pipeline *p, int32 max_periods, Tuplestorestate *store, TupleDesc d
 	int32		ran = 0;
 	PeriodCall	c;
 	bool		may_run;
+	MemoryContext rangecxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl pipeline range",
+												   ALLOCSET_DEFAULT_SIZES);
+	MemoryContext oldcxt = MemoryContextSwitchTo(rangecxt);
 
+	/* as etl_pipeline_run's periods: a range's allocations go before the next */
 	*blocked = *more = false;
 	for (;;)
 	{
 		CHECK_FOR_INTERRUPTS();
+		MemoryContextReset(rangecxt);
 		if (oldest_open_range(p, now, !p->block, &c, &may_run))
 		{
 			if (!may_run)
@@ -318,6 +332,8 @@ sequence_run(Pipeline *p, int32 max_periods, Tuplestorestate *store, TupleDesc d
 		(void) pipeline_run_call(&c, store, desc);
 		ran++;
 	}
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(rangecxt);
 	return ran;
 }
 

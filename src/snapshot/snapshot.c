@@ -459,6 +459,7 @@ static void
 apply_batch(SnapshotSpec *s, const SnapshotArgs *args, SnapshotCounts *counts)
 {
 	StagedRel  *versions;
+	bool		none = false;
 
 	if (s->deletes != SNAPSHOT_DELETES_IGNORE)
 	{
@@ -477,12 +478,19 @@ apply_batch(SnapshotSpec *s, const SnapshotArgs *args, SnapshotCounts *counts)
 	else
 	{
 		progress_phase("comparing", s->stage->nrows);
-		versions = snapshot_versions(s, counts);
-		progress_phase("writing", counts->inserted);
-		snapshot_write_versions(s, versions, counts);
-		stage_drop(versions);
+		/* a batch in key order that changes nothing: an identical rerun */
+		none = s->stage->key_sorted && snapshot_versions_none(s);
+		if (none)
+			counts->unchanged = s->stage->nrows;
+		else
+		{
+			versions = snapshot_versions(s, counts);
+			progress_phase("writing", counts->inserted);
+			snapshot_write_versions(s, versions, counts);
+			stage_drop(versions);
+		}
 	}
-	if (s->deletes != SNAPSHOT_DELETES_IGNORE)
+	if (s->deletes != SNAPSHOT_DELETES_IGNORE && !none)
 	{
 		int64		deleted;
 
@@ -552,6 +560,7 @@ etl_snapshot(PG_FUNCTION_ARGS)
 	audit_check_syntax(args.expect);
 
 	s.stage = stage_plan(s.target, args.source, args.run_key != NULL);
+	s.stage->key_order = true;
 	check_source_columns(&s);
 	tracked_columns(&s, &args);
 	check_privileges(&s);

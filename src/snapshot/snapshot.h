@@ -60,6 +60,7 @@ extern void snapshot_refuse_null_date(SnapshotSpec *s, const char *key);
 
 /* snapshot_versions.c */
 extern StagedRel *snapshot_versions(SnapshotSpec *s, SnapshotCounts *counts);
+extern bool snapshot_versions_none(SnapshotSpec *s);
 
 /* snapshot_write.c */
 extern void snapshot_write_versions(SnapshotSpec *s, StagedRel *versions,

@@ -12,10 +12,17 @@
  * the version before it.  On the way it collapses exact duplicates, refuses
  * differing rows dated alike (21000), and drops late rows (older than the
  * key's current version), which it counts.
+ *
+ * A batch that came in key order (stage.c watches) is first walked beside
+ * the current versions read in key order (snapshot_versions_none): when
+ * every row meets its key's current version unchanged, nothing opens a
+ * version and the query is not needed.
  */
 #include "postgres.h"
 
+#include "executor/executor.h"
 #include "executor/tuptable.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
@@ -363,4 +370,198 @@ snapshot_versions(SnapshotSpec *s, SnapshotCounts *counts)
 		MemoryContextDelete(f.keptcxt);
 	}
 	return rel;
+}
+
+/*
+ * The walk of snapshot_versions_none: the current versions arrive in key
+ * order, as the receiver of their query; the batch's rows, in key order
+ * too, are read from the stage beside them.
+ */
+typedef struct SameWalk
+{
+	DestReceiver pub;
+	SnapshotSpec *s;
+	Tuplestorestate *store;
+	MemoryContext cxt;			/* outlives the query: where the row read from
+								 * a file is, until the next */
+	TupleTableSlot *row;		/* the batch's row in hand */
+	bool		more;			/* row holds one */
+	bool		met;			/* row has met its current version */
+	int			n;				/* the batch's columns; the query's come
+								 * first, then valid_from and live */
+	KeyOrder   *key;
+	int		   *tracked;		/* attribute numbers, 0-based */
+	int			updated_at;		/* the batch's attribute, or -1 (valid_at) */
+	SortSupport vcmp;			/* with updated_at: its ordering */
+	bool		same;			/* nothing differs so far */
+} SameWalk;
+
+static void
+walk_next_row(SameWalk *w)
+{
+	MemoryContext old = MemoryContextSwitchTo(w->cxt);
+
+	w->more = tuplestore_gettupleslot(w->store, true, false, w->row);
+	if (w->more)
+		slot_getallattrs(w->row);
+	w->met = false;
+	MemoryContextSwitchTo(old);
+}
+
+/* Is current version v (values, isnull) the row in hand, unchanged? */
+static bool
+walk_unchanged(SameWalk *w, Datum *v, bool *nl)
+{
+	Datum	   *b = w->row->tts_values;
+	bool	   *bn = w->row->tts_isnull;
+
+	/* live; dated no later than the row (valid_at: checked by the query) */
+	if (nl[w->n + 1] || !DatumGetBool(v[w->n + 1]))
+		return false;
+	if (w->updated_at >= 0 &&
+		(nl[w->n] || bn[w->updated_at] ||
+		 ApplySortComparator(v[w->n], false, b[w->updated_at], false, w->vcmp) > 0))
+		return false;
+	return compare_rows_same_image(w->row->tts_tupleDescriptor, w->s->ntracked, w->tracked,
+								   v, nl, b, bn);
+}
+
+static bool
+walk_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	SameWalk   *w = (SameWalk *) self;
+	Datum	   *v;
+	bool	   *nl;
+
+	CHECK_FOR_INTERRUPTS();
+	slot_getallattrs(slot);
+	v = slot->tts_values;
+	nl = slot->tts_isnull;
+	for (;;)
+	{
+		int			c = w->more ?
+			ordering_key_compare(w->key, v, nl, w->row->tts_values, w->row->tts_isnull) : -1;
+
+		if (c > 0)
+		{
+			/* past the row in hand: it must have met its version */
+			if (!w->met)
+				break;
+			walk_next_row(w);
+			continue;
+		}
+		if (c == 0)
+		{
+			/* a second current version of the key, or a change */
+			if (w->met || !walk_unchanged(w, v, nl))
+				break;
+			w->met = true;
+			return true;
+		}
+		/* a key missing from the batch: ended, with hard_deletes, if live */
+		if (w->s->deletes != SNAPSHOT_DELETES_IGNORE && !nl[w->n + 1] &&
+			DatumGetBool(v[w->n + 1]))
+			break;
+		return true;
+	}
+	w->same = false;
+	return false;				/* stops the query */
+}
+
+static void
+walk_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+}
+
+static void
+walk_shutdown(DestReceiver *self)
+{
+}
+
+/*
+ * True when, for a batch in key order (stage->key_sorted), no row opens a
+ * version and no current version is to be ended: every row meets its key's
+ * current version, live, dated no later than the row, with the same tracked
+ * columns, byte for byte; with hard_deletes, every live current version
+ * meets a row.  That is exactly when the query of snapshot_versions keeps
+ * no row (and snapshot_write_deletes ends nothing), so the counts are all
+ * rows unchanged.  The current versions are read once, in key order (by
+ * the unique index of etl_snapshot_ddl, when there is one), and the walk
+ * stops at the first difference: then the caller runs the query.
+ */
+bool
+snapshot_versions_none(SnapshotSpec *s)
+{
+	StagedRel  *stage = s->stage->staged;
+	StringInfoData sql;
+	SameWalk	w;
+	int			readptr;
+
+	Assert(s->stage->key_sorted);
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	sql_append_columns(&sql, "c", s->stage->columns, s->stage->ncolumns);
+	appendStringInfo(&sql, ", c.%s, ", quote_identifier(s->valid_from));
+	if (s->is_deleted)
+		appendStringInfo(&sql, "c.%s IS NOT TRUE", quote_identifier(s->is_deleted));
+	else
+		appendStringInfoString(&sql, "true");
+	if (!s->updated_at)
+		appendStringInfo(&sql, " AND c.%s %s %s", quote_identifier(s->valid_from), s->vle,
+						 s->valid_at);
+	appendStringInfo(&sql, " FROM ONLY %s c WHERE ", s->target->qualname);
+	snapshot_append_current(&sql, s, "c", false);
+	appendStringInfoString(&sql, " ORDER BY ");
+	sql_append_columns(&sql, "c", s->key->names, s->key->ncolumns);
+
+	memset(&w, 0, sizeof(w));
+	w.pub.receiveSlot = walk_receive;
+	w.pub.rStartup = walk_startup;
+	w.pub.rShutdown = walk_shutdown;
+	w.pub.rDestroy = walk_shutdown;
+	w.pub.mydest = DestTuplestore;	/* not DestNone: SPI would call it a
+									 * utility */
+	w.s = s;
+	w.store = stage->store;
+	w.cxt = CurrentMemoryContext;
+	w.n = s->stage->ncolumns;
+	w.row = MakeSingleTupleTableSlot(stage->desc, &TTSOpsMinimalTuple);
+	w.key = ordering_key_prepare(stage->desc, s->key->ncolumns,
+								 stage_key_attnos(stage->desc, s->key));
+	w.tracked = palloc(sizeof(int) * Max(s->ntracked, 1));
+	w.updated_at = -1;
+	for (int a = 0; a < w.n; a++)
+	{
+		const char *name = NameStr(TupleDescAttr(stage->desc, a)->attname);
+
+		for (int i = 0; i < s->ntracked; i++)
+			if (strcmp(name, s->tracked[i]) == 0)
+				w.tracked[i] = a;
+		if (s->updated_at && strcmp(name, s->updated_at) == 0)
+		{
+			w.updated_at = a;
+			w.vcmp = ordering_key_prepare(stage->desc, 1, &w.updated_at)->ssup;
+		}
+	}
+	w.same = true;
+
+	readptr = tuplestore_alloc_read_pointer(w.store, EXEC_FLAG_REWIND);
+	tuplestore_select_read_pointer(w.store, readptr);
+	tuplestore_rescan(w.store);
+	walk_next_row(&w);
+
+	sql_exec_into(sql_prepare(sql.data, 0, NULL), (DestReceiver *) &w,
+				  "reading the current versions");
+
+	/* the rows after the last current version met none */
+	if (w.same && w.more && !w.met)
+		w.same = false;
+	if (w.same && w.more)
+	{
+		walk_next_row(&w);
+		w.same = !w.more;
+	}
+	tuplestore_select_read_pointer(w.store, 0);
+	ExecDropSingleTupleTableSlot(w.row);
+	return w.same;
 }

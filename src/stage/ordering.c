@@ -189,16 +189,28 @@ ordering_key_prepare(TupleDesc desc, int nkeys, const int *keyatts)
 	return ko;
 }
 
-/* Do two rows of desc have the same key? */
-bool
-ordering_key_equal(KeyOrder *ko, Datum *v1, bool *n1, Datum *v2, bool *n2)
+/*
+ * Two rows of desc (or of descriptors alike in the key's attributes) by
+ * their keys, as ORDER BY key orders them: < 0, 0 or > 0.
+ */
+int
+ordering_key_compare(KeyOrder *ko, const Datum *v1, const bool *n1,
+					 const Datum *v2, const bool *n2)
 {
 	for (int i = 0; i < ko->n; i++)
 	{
 		int			a = ko->atts[i];
+		int			c = ApplySortComparator(v1[a], n1[a], v2[a], n2[a], &ko->ssup[i]);
 
-		if (ApplySortComparator(v1[a], n1[a], v2[a], n2[a], &ko->ssup[i]) != 0)
-			return false;
+		if (c != 0)
+			return c;
 	}
-	return true;
+	return 0;
+}
+
+/* Do two rows of desc have the same key? */
+bool
+ordering_key_equal(KeyOrder *ko, Datum *v1, bool *n1, Datum *v2, bool *n2)
+{
+	return ordering_key_compare(ko, v1, n1, v2, n2) == 0;
 }

@@ -38,6 +38,8 @@ extern void ordering_copy(OrderBy *ob, Datum *values, bool *isnull);
 extern int	ordering_compare(OrderBy *ob, const Datum *values, const bool *isnull);
 extern void ordering_end(OrderBy *ob);
 extern KeyOrder *ordering_key_prepare(TupleDesc desc, int nkeys, const int *keyatts);
+extern int	ordering_key_compare(KeyOrder *ko, const Datum *v1, const bool *n1,
+								 const Datum *v2, const bool *n2);
 extern bool ordering_key_equal(KeyOrder *ko, Datum *v1, bool *n1, Datum *v2, bool *n2);
 
 #endif							/* IDEM_ORDERING_H */

@@ -43,6 +43,7 @@
 #include "stage/bulkload.h"
 #include "stage/collapse.h"
 #include "stage/keycheck.h"
+#include "stage/ordering.h"
 #include "state/progress.h"
 #include "stage/source_rights.h"
 #include "util/args.h"
@@ -181,8 +182,6 @@ stage_query_filtered(const char *sql, const char *purpose, int natts,
 	CachedPlanSource *ps = linitial(SPI_plan_get_plan_sources(plan));
 	TupleDesc	desc;
 	FilterReceiver f;
-	SPIExecuteOptions options;
-	int			rc;
 
 	if (natts < 0)
 		natts = ps->resultDesc->natts;
@@ -202,12 +201,7 @@ stage_query_filtered(const char *sql, const char *purpose, int natts,
 	f.rowcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl staging row",
 									 ALLOCSET_DEFAULT_SIZES);
 	f.values = palloc(sizeof(Datum) * Max(natts, 1));
-	memset(&options, 0, sizeof(options));
-	options.dest = (DestReceiver *) &f;
-	rc = SPI_execute_plan_extended(plan, &options);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "staging failed: %s", SPI_result_code_string(rc));
-	SPI_freeplan(plan);
+	sql_exec_into(plan, (DestReceiver *) &f, "staging");
 	MemoryContextDelete(f.rowcxt);
 	stage_publish(f.rel);
 	return f.rel;
@@ -605,7 +599,44 @@ typedef struct StageReceiver
 	bool	   *nulls;
 	BatchHashes hashes;
 	Collapse   *collapse;		/* NULL: every row is staged */
+	KeyOrder   *order;			/* watching the keys' order; NULL: not, or no
+								 * longer (they were not ascending) */
+	MemoryContext prevcxt;		/* the previous row's key */
+	Datum	   *prev;
+	bool	   *prevnull;
 } StageReceiver;
+
+/*
+ * Whether the keys keep coming in strictly ascending order, as ORDER BY key
+ * sorts them: a batch in key order has distinct keys, proved without
+ * sorting their hashes, and can be walked beside a table read in key order
+ * (snapshot_versions_none).  The watch ends at the first row out of order,
+ * or with a NULL key.
+ */
+static void
+stage_watch_order(StageReceiver *r, bool hashed, Datum *values, bool *isnull)
+{
+	KeyOrder   *ko = r->order;
+	MemoryContext oldcxt;
+
+	if (!hashed ||
+		(r->stage->nrows > 0 && ordering_key_compare(ko, r->prev, r->prevnull, values, isnull) >= 0))
+	{
+		r->order = NULL;
+		return;
+	}
+	MemoryContextReset(r->prevcxt);
+	oldcxt = MemoryContextSwitchTo(r->prevcxt);
+	for (int i = 0; i < ko->n; i++)
+	{
+		int			a = ko->atts[i];
+		Form_pg_attribute att = TupleDescAttr(r->desc, a);
+
+		r->prevnull[a] = isnull[a];
+		r->prev[a] = isnull[a] ? (Datum) 0 : datumCopy(values[a], att->attbyval, att->attlen);
+	}
+	MemoryContextSwitchTo(oldcxt);
+}
 
 /* Stage one row, whose key hash (hashes_key) is known. */
 static void
@@ -662,6 +693,8 @@ stage_receive(TupleTableSlot *slot, DestReceiver *self)
 	if (r->stage->fingerprint)
 		hashes_add_row(&r->hashes, r->values, r->nulls);
 	hashed = hashes_key(&r->hashes, r->values, r->nulls, &keyhash);
+	if (r->order)
+		stage_watch_order(r, hashed, r->values, r->nulls);
 	if (!hashed || r->collapse == NULL ||
 		!collapse_row(r->collapse, keyhash, r->values, r->nulls))
 		stage_put(r, hashed, keyhash, r->values, r->nulls);
@@ -758,6 +791,14 @@ run_source(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
 		r.collapse = collapse_begin(desc, key->ncolumns, stage_key_attnos(desc, key),
 									order_by, target_alias(target, "s"),
 									stage_held_row, &r);
+	else if (key && stage->key_order && !OidIsValid(into))
+	{
+		r.order = ordering_key_prepare(desc, key->ncolumns, stage_key_attnos(desc, key));
+		r.prevcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl staging key",
+										  ALLOCSET_SMALL_SIZES);
+		r.prev = palloc0(sizeof(Datum) * stage->ncolumns);
+		r.prevnull = palloc0(sizeof(bool) * stage->ncolumns);
+	}
 	stage->nrows = 0;
 
 	memset(&options, 0, sizeof(options));
@@ -772,6 +813,9 @@ run_source(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
 	MemoryContextDelete(r.rowcxt);
 	if (r.collapse)
 		collapse_end(r.collapse);
+	stage->key_sorted = r.order != NULL;
+	if (r.prevcxt)
+		MemoryContextDelete(r.prevcxt);
 
 	hashes_end(&r.hashes, stage);
 	if (r.into)
@@ -857,9 +901,11 @@ stage_keys_distinct(Stage *stage)
 
 	if (stage->key_check == NULL)
 		return false;
+	/* keys in strictly ascending order are distinct: no need to sort */
+	distinct = stage->key_sorted ||
 	/* not every staged row hashed: NULL keys under NULLS NOT DISTINCT */
-	distinct = keycheck_count(stage->key_check) == stage->nrows - stage->ncollapsed &&
-		keycheck_distinct(stage->key_check);
+		(keycheck_count(stage->key_check) == stage->nrows - stage->ncollapsed &&
+		 keycheck_distinct(stage->key_check));
 	keycheck_end(stage->key_check);
 	stage->key_check = NULL;
 	return distinct;

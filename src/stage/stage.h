@@ -40,6 +40,8 @@ typedef struct Stage
 								 * not staged (collapse.c) */
 	bool		fingerprint;	/* hash the rows for the fingerprint (false:
 								 * the fingerprint is '') */
+	bool		key_order;		/* set before stage_load: watch whether the
+								 * keys come in ascending order */
 
 	/* Filled by stage_load: the rows' hashes, summed ... */
 	uint64		sum[2];
@@ -47,6 +49,9 @@ typedef struct Stage
 	int64		null_key_rows;	/* rows with a NULL in a key column */
 	struct KeyCheck *key_check; /* a hash per non-NULL key, checked by
 								 * stage_keys_distinct */
+	bool		key_sorted;		/* with key_order: every row staged, keys
+								 * strictly ascending as ORDER BY key sorts
+								 * them (so distinct), none NULL */
 } Stage;
 
 /* The rows of one value in a staged relation sorted on it (stage_runs). */

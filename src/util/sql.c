@@ -345,6 +345,24 @@ sql_exec(const char *sql)
 	return SPI_processed;
 }
 
+/*
+ * Run plan, a query, sending its rows to dest (which may stop it early by
+ * returning false), then free the plan; what names the work in an error.
+ */
+void
+sql_exec_into(SPIPlanPtr plan, DestReceiver *dest, const char *what)
+{
+	SPIExecuteOptions options;
+	int			rc;
+
+	memset(&options, 0, sizeof(options));
+	options.dest = dest;
+	rc = SPI_execute_plan_extended(plan, &options);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "%s failed: %s", what, SPI_result_code_string(rc));
+	SPI_freeplan(plan);
+}
+
 /* Column col (from 1) of the first row of the last result, NULL as 0. */
 int64
 sql_result_int8(int col)

@@ -23,6 +23,7 @@ extern SPIPlanPtr sql_prepare(const char *sql, int nargs, Oid *argtypes);
 extern SPIPlanPtr sql_prepare_kept(SPIPlanPtr *cache, const char *sql, int nargs,
 								   Oid *argtypes);
 extern uint64 sql_exec(const char *sql);
+extern void sql_exec_into(SPIPlanPtr plan, DestReceiver *dest, const char *what);
 extern uint64 sql_exec_cached(const char *sql);
 extern int64 sql_exec_int8(const char *sql);
 extern int64 sql_result_int8(int col);
