@@ -17,6 +17,7 @@ OBJS = \
 	src/stage/compare.o \
 	src/stage/source_rights.o \
 	src/stage/evolve.o \
+	src/citus/citus_replace.o \
 	src/upsert/dedup.o \
 	src/upsert/upsert.o \
 	src/snapshot/snapshot.o \

@@ -426,6 +426,8 @@ rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fi
 	/* not before: a skip changes nothing, and fires nothing either */
 	target_refuse_skipped_triggers(a->target, slot->partoid);
 	newpart_bound(np, a->target, a->pk, slot);
+	/* on Citus, the rows checked go to a table distributed with the parent */
+	np = newpart_distribute(np, a->target, slot);
 	if (OidIsValid(slot->partoid))
 		check_referencing_rows(a, slot, np->schema);
 	progress_phase("building indexes", -1);
