@@ -240,6 +240,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	spec.new_name = kept_relname;
 	spec.final_name = slot->name;
 	spec.bound_sql = slot->bound_sql;
+	spec.distributed = citus_replace_column(relid) != NULL;
 	swap_partition(&spec);
 
 	args[0] = Int64GetDatum(kept_id);

@@ -461,6 +461,7 @@ rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fi
 	spec.new_name = np->relname;
 	spec.final_name = slot->name;
 	spec.bound_sql = slot->bound_sql;
+	spec.distributed = np->distcol != NULL;
 	swap_partition(&spec);
 
 	run.rows_loaded = r->loaded;

@@ -48,6 +48,10 @@ is(on_workers(\@workers, q{SET citus.override_table_visibility TO off;
 	SELECT count(*) FROM pg_class WHERE relname ~ '^ev_1_[0-9]+$' AND relkind = 'r'}),
 	'2|2', 'each worker has its two shards of the new partition');
 is(leftovers($coord, \@workers), '', 'nothing left: no rows on the coordinator, no load table, no metadata');
+is($coord->safe_psql('postgres', q{
+	SELECT string_agg(indexrelid::regclass::text, ',' ORDER BY 1) FROM pg_index WHERE indrelid = 'ev_1'::regclass}),
+	'ev_1_pkey1,ev_1_v_idx1',
+	'the new indexes are named after the partition before the swap (the kept version holds the plain names)');
 
 # privileges reach the shards: the role reads the partition on the workers
 is($coord->safe_psql('postgres', 'SET ROLE reader; SELECT count(*) FROM ev_1'), '500',
