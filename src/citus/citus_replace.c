@@ -18,11 +18,15 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "catalog/pg_attribute.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "citus/citus_replace.h"
 #include "util/sql.h"
@@ -175,6 +179,33 @@ static const char *const privileges_sql =
 ") p ORDER BY n, s";
 
 /*
+ * Whether relid has no privileges of its own: its ACL and its columns'
+ * are NULL (the owner's defaults), as a partition's most often are.
+ */
+static bool
+default_privileges(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	int			natts;
+	bool		none;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	natts = ((Form_pg_class) GETSTRUCT(tup))->relnatts;
+	none = heap_attisnull(tup, Anum_pg_class_relacl, NULL);
+	ReleaseSysCache(tup);
+	for (AttrNumber attnum = 1; none && attnum <= natts; attnum++)
+	{
+		tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(relid), Int16GetDatum(attnum));
+		if (!HeapTupleIsValid(tup))
+			continue;
+		none = heap_attisnull(tup, Anum_pg_attribute_attacl, NULL);
+		ReleaseSysCache(tup);
+	}
+	return none;
+}
+
+/*
  * Give table "to" (a Citus table, named to_qualname) exactly the privileges
  * of table "from" by GRANT and REVOKE, which Citus runs on the shards too:
  * a catalog write would reach the coordinator's catalog only, and a role
@@ -190,6 +221,9 @@ citus_replace_copy_privileges(Oid from, Oid to, const char *to_qualname)
 	uint64		n;
 	SPITupleTable *tuptable;
 
+	/* under the parent's lock: no query when there is nothing to copy */
+	if (default_privileges(from) && default_privileges(to))
+		return;
 	args[0] = ObjectIdGetDatum(from);
 	args[1] = ObjectIdGetDatum(to);
 	args[2] = CStringGetTextDatum(to_qualname);

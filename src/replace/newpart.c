@@ -532,7 +532,7 @@ set_acl(Relation rel, HeapTuple tup, int aclcol, Datum acl, bool isnull,
  * later finds the entry updated by this transaction and fails.
  */
 void
-newpart_copy_privileges(Oid from, Oid to)
+newpart_copy_privileges(Oid from, Oid to, bool distributed)
 {
 	Relation	classrel;
 	Relation	attrel;
@@ -565,7 +565,7 @@ newpart_copy_privileges(Oid from, Oid to)
 		ReleaseSysCache(totup);
 
 	/* a table Citus distributes gets them by GRANT, which reaches its shards */
-	if (citus_replace_column(to) != NULL)
+	if (distributed)
 	{
 		citus_replace_copy_privileges(from, to,
 									  quote_qualified_identifier(get_namespace_name(get_rel_namespace(to)),

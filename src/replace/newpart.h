@@ -27,6 +27,6 @@ extern void newpart_bound(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot
 extern void newpart_finish(NewPart *np, TargetInfo *parent, PartKey *pk, PartSlot *slot);
 extern void newpart_check_carryable(TargetInfo *parent, Oid partoid);
 extern void newpart_add_bound(const char *qualname, PartSlot *slot);
-extern void newpart_copy_privileges(Oid from, Oid to);
+extern void newpart_copy_privileges(Oid from, Oid to, bool distributed);
 
 #endif							/* IDEM_NEWPART_H */

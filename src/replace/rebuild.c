@@ -347,6 +347,7 @@ rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fi
 	StringInfoData sql;
 	int64		carried = 0;
 	char	   *what;
+	bool		drop_later;
 
 	memset(r, 0, sizeof(ReplaceResult));
 	rebuild_start_run(&run, a, slot->value, slot->bound_sql,
@@ -450,13 +451,21 @@ rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fi
 	audit_shrink(a->min_ratio, a->allow_shrink, a->condition ? a->stage->nrows : r->loaded,
 				 r->loaded, r->replaced, a->target->relname, what);
 
+	/*
+	 * On Citus, DROP TABLE of the replaced partition drops its shards one by
+	 * one, under the parent's lock: with the janitor running, it is kept
+	 * until now instead, and the janitor drops it after the commit, the
+	 * parent no longer locked.
+	 */
+	drop_later = !keep && OidIsValid(slot->partoid) && np->distcol != NULL && idem_preloaded;
+
 	memset(&spec, 0, sizeof(spec));
 	spec.parent = a->target;
 	spec.schema = np->schema;
 	if (OidIsValid(slot->partoid))
 	{
 		spec.old_name = slot->name;
-		spec.keep_name = keep ? kept_table_name(slot->partoid) : NULL;
+		spec.keep_name = keep || drop_later ? kept_table_name(slot->partoid) : NULL;
 	}
 	spec.new_name = np->relname;
 	spec.final_name = slot->name;
@@ -470,6 +479,9 @@ rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fi
 	r->run_id = ledger_record(&run);
 	if (keep)
 		kept_record(a->target, slot, np->schema, spec.keep_name, r->run_id, a->keep);
+	else if (drop_later)
+		kept_record(a->target, slot, np->schema, spec.keep_name, r->run_id,
+					palloc0(sizeof(Interval)));
 	r->partition = np->relid;
 }
 

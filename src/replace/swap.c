@@ -207,7 +207,7 @@ swap_once(void *arg)
 		old_statistics = statistics_names(get_relname_relid(s->old_name, nspid));
 		/* now that no GRANT or REVOKE on it can come in between */
 		newpart_copy_privileges(get_relname_relid(s->old_name, nspid),
-								get_relname_relid(s->new_name, nspid));
+								get_relname_relid(s->new_name, nspid), s->distributed);
 		if (s->keep_name)
 		{
 			sql_exec(psprintf("ALTER TABLE %s RENAME TO %s", old_qual,

@@ -58,6 +58,11 @@ sub leftovers
 {
 	my ($coord, $workers) = @_;
 	my @found;
+	# a replaced partition not kept is dropped by the janitor after the
+	# commit (on Citus)
+	$coord->poll_query_until('postgres',
+		'SELECT count(*) = 0 FROM idem_etl.replaced_partitions WHERE keep_until <= now()')
+	  or die 'the janitor did not drop the replaced partitions';
 	$coord->safe_psql('postgres', 'CALL citus_cleanup_orphaned_resources()');
 	my $kept = $coord->safe_psql('postgres',
 		'SELECT count(*) FROM idem_etl.replaced_partitions');
