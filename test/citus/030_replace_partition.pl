@@ -86,7 +86,7 @@ is($coord->safe_psql('postgres', q{
 	SELECT (SELECT count(*) FROM idem_etl.replaced_partitions) || ' kept, '
 	  || count(*) FILTER (WHERE logicalrelid::text LIKE 'idem_etl_kept%') || ' kept distributed, '
 	  || count(DISTINCT colocationid) || ' colocation'
-	  FROM pg_dist_partition WHERE logicalrelid <> 'plain'::regclass}),
+	  FROM pg_dist_partition WHERE logicalrelid::text NOT IN ('plain', 'pl', 'pl_1')}),
 	'3 kept, 3 kept distributed, 1 colocation',
 	'the kept versions (idem_etl.keep_replaced) stay distributed, colocated with the parent');
 
@@ -107,6 +107,15 @@ is(sqlstate_of($workers[0], q{SELECT etl_restore_partition('ev', '2024-01-01')})
 is(sqlstate_of($workers[1], q{
 	SELECT * FROM etl_replace_where('ev', 'id = 1', $$SELECT '2024-01-01'::date AS day, 1 AS id, 'x' AS v$$)}),
 	'0A000', 'etl_replace_where on a worker: 0A000');
+$coord->safe_psql('postgres', q{
+	CREATE TABLE pl (day date NOT NULL, id int, v text) PARTITION BY RANGE (day);
+	CREATE TABLE pl_1 PARTITION OF pl FOR VALUES FROM ('2024-01-01') TO ('2024-01-02');
+	SELECT citus_add_local_table_to_metadata('pl');
+});
+($state, $err) = sqlstate_of($coord, q{
+	SELECT * FROM etl_replace_partition('pl', '2024-01-01', $$SELECT '2024-01-01'::date AS day, 1 AS id, 'x' AS v$$)});
+is($state, '0A000', 'a partitioned Citus table not distributed by hash (a Citus local table): 0A000');
+like($err, qr/distributed by hash only/, 'says which Citus tables are supported');
 is(days(), '2024-01-01:new=400,2024-01-01:where=10,2024-01-02:many=50,2024-01-03:many=50',
 	'the refused calls changed nothing');
 
