@@ -90,6 +90,14 @@ is($coord->safe_psql('postgres', q{
 	'3 kept, 3 kept distributed, 1 colocation',
 	'the kept versions (idem_etl.keep_replaced) stay distributed, colocated with the parent');
 
+# run_key: an identical rerun is skipped, on the shards as everywhere
+my $keyed = q{SELECT rows_loaded || '/' || skipped FROM etl_replace_partition('ev', '2024-01-03',
+	$$SELECT '2024-01-03'::date AS day, g AS id, 'many' AS v FROM generate_series(1, 100, 2) g$$,
+	run_key => 'day3')};
+is($coord->safe_psql('postgres', $keyed), '50/false', 'run_key: first run');
+is($coord->safe_psql('postgres', $keyed), '0/true', 'run_key: the same rows again are skipped');
+is(leftovers($coord, \@workers), '', 'nothing left after the skip');
+
 # refused before anything changes
 my ($state, $err) = sqlstate_of($coord, q{
 	SELECT * FROM etl_replace_partition('plain', '2024-01-01', $$SELECT '2024-01-01'::date AS day, 1 AS id, 'x' AS v$$)});
