@@ -17,6 +17,7 @@ OBJS = \
 	src/stage/compare.o \
 	src/stage/source_rights.o \
 	src/stage/evolve.o \
+	src/citus/citus_replace.o \
 	src/upsert/dedup.o \
 	src/upsert/upsert.o \
 	src/snapshot/snapshot.o \
@@ -73,7 +74,7 @@ all install installcheck:
 	@exit 1
 endif
 
-.PHONY: deps demo test test-all lint bench test-assert test-valgrind deb deb-17 deb-18 deb-19 test-deb
+.PHONY: deps demo test test-all test-citus lint bench test-assert test-valgrind deb deb-17 deb-18 deb-19 test-deb
 
 deps:
 	./test/install-deps
@@ -100,6 +101,12 @@ lint: deps
 
 bench: deps
 	./test/bench/run-bench
+
+# test-citus: test/citus/*.pl against a Citus coordinator and two workers
+# in throwaway clusters, for the PostgreSQL of IDEM_PG_CONFIG (or PG_CONFIG,
+# or the packaged 15); one line "skipped" when Citus is not installed there.
+test-citus: deps
+	./test/citus/run
 
 # test-assert: every suite against PostgreSQL 15 built with assertions (CI
 # runs it as test-all's 15-assert leg, and 18's as 18-assert).

@@ -31,6 +31,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "citus/citus_replace.h"
 #include "util/settings.h"
 #include "replace/kept.h"
 #include "state/ledger.h"
@@ -151,6 +152,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 				 errmsg("\"%s\" is not partitioned", get_rel_name(relid)),
 				 errdetail("Only partitions swapped by etl_replace_partition can be restored.")));
 	SPI_connect();
+	citus_replace_check(relid, true, "etl_restore_partition");
 	swap_serialize(relid);
 	target = target_open(relid, 0, false);
 	target_check_row_security(relid);
@@ -238,6 +240,7 @@ etl_restore_partition(PG_FUNCTION_ARGS)
 	spec.new_name = kept_relname;
 	spec.final_name = slot->name;
 	spec.bound_sql = slot->bound_sql;
+	spec.distributed = citus_replace_column(relid) != NULL;
 	swap_partition(&spec);
 
 	args[0] = Int64GetDatum(kept_id);
@@ -288,7 +291,11 @@ typedef struct DropKept
 } DropKept;
 
 /*
- * Drop one kept table, by OID: no name is looked up, no SQL is parsed.  Its
+ * Drop one kept table, found by OID, by DROP TABLE with its quoted and
+ * qualified name, run through SPI: so it goes through ProcessUtility, where
+ * Citus drops a distributed table's shards and metadata (a drop by
+ * performDeletion left both behind, and the rows on the workers).  The name
+ * is that of the OID, under its lock, which no rename can change.  Its
  * lock is taken without waiting: a session that reads the kept table (its
  * owner, or a role it was granted to) would otherwise hold up the janitor,
  * and with it the dispatch of every database's jobs, for as long as it
@@ -302,7 +309,6 @@ static void
 drop_kept(void *arg)
 {
 	DropKept   *drop = (DropKept *) arg;
-	ObjectAddress object;
 	Relation	rel;
 	List	   *indexes;
 	ListCell   *lc;
@@ -329,11 +335,12 @@ drop_kept(void *arg)
 		drop->busy = true;
 		return;
 	}
-	ObjectAddressSet(object, RelationRelationId, drop->relid);
-	nestlevel = NewGUCNestLevel();
+	nestlevel = sql_pin_search_path();
 	(void) set_config_option("lock_timeout", KEPT_DEPENDENT_LOCK_WAIT, PGC_USERSET,
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-	performDeletion(&object, DROP_RESTRICT, 0);
+	sql_exec(psprintf("DROP TABLE %s",
+					  quote_qualified_identifier(get_namespace_name(get_rel_namespace(drop->relid)),
+												 get_rel_name(drop->relid))));
 	AtEOXact_GUC(true, nestlevel);
 }
 

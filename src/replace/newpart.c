@@ -34,6 +34,7 @@
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
 
+#include "citus/citus_replace.h"
 #include "replace/newpart.h"
 #include "util/sql.h"
 
@@ -47,19 +48,22 @@
  * partition column may hold NULL until the rows are checked, so that a NULL
  * there is reported like any value outside the bounds.
  */
-NewPart *
-newpart_create(TargetInfo *parent, PartKey *pk, PartSlot *slot)
+/*
+ * A new table named name_serial, in the parent's schema, shaped like shape
+ * (see newpart_create), in shape's tablespace; UNLOGGED when shape is, or
+ * when unlogged says so.
+ */
+static NewPart *
+create_like(TargetInfo *parent, Oid shape, bool unlogged)
 {
 	static uint32 serial = 0;
 	NewPart    *np = palloc0(sizeof(NewPart));
-	Oid			shape = OidIsValid(slot->partoid) ? slot->partoid : parent->relid;
 
 	np->schema = pstrdup(quote_identifier(get_namespace_name(get_rel_namespace(parent->relid))));
 	np->relname = psprintf("idem_etl_load_%d_%u", MyProcPid, ++serial);
 	np->qualname = psprintf("%s.%s", np->schema, quote_identifier(np->relname));
-	/* in the partition's tablespace, or for a new one the parent's */
 	sql_exec(psprintf("CREATE %sTABLE %s (LIKE %s INCLUDING ALL EXCLUDING INDEXES EXCLUDING IDENTITY)%s%s",
-					  get_rel_persistence(shape) == RELPERSISTENCE_UNLOGGED ? "UNLOGGED " : "",
+					  unlogged || get_rel_persistence(shape) == RELPERSISTENCE_UNLOGGED ? "UNLOGGED " : "",
 					  np->qualname,
 					  quote_qualified_identifier(get_namespace_name(get_rel_namespace(shape)),
 												 get_rel_name(shape)),
@@ -67,10 +71,72 @@ newpart_create(TargetInfo *parent, PartKey *pk, PartSlot *slot)
 					  OidIsValid(get_rel_tablespace(shape)) ?
 					  quote_identifier(get_tablespace_name(get_rel_tablespace(shape))) : ""));
 	np->relid = get_relname_relid(np->relname, get_rel_namespace(parent->relid));
+	return np;
+}
+
+/*
+ * CREATE TABLE ... (LIKE the partition, or the parent for a new partition)
+ * with columns, defaults, CHECK and NOT NULL constraints, storage,
+ * compression, comments and statistics, but no indexes yet: they are built
+ * after the load, which is faster than maintaining them row by row.  The
+ * partition column may hold NULL until the rows are checked, so that a NULL
+ * there is reported like any value outside the bounds.  For a parent Citus
+ * distributes, this is where the rows are loaded and checked, a local
+ * UNLOGGED table that newpart_distribute empties into the distributed one.
+ */
+NewPart *
+newpart_create(TargetInfo *parent, PartKey *pk, PartSlot *slot)
+{
+	Oid			shape = OidIsValid(slot->partoid) ? slot->partoid : parent->relid;
+	char	   *distcol = citus_replace_column(parent->relid);
+	NewPart    *np = create_like(parent, shape, distcol != NULL);
+
+	np->distcol = distcol;
 	if (pk->column->notnull)
 		sql_exec(psprintf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL", np->qualname,
 						  quote_identifier(pk->column->name)));
 	return np;
+}
+
+/*
+ * For a parent that Citus distributes (np->distcol), after the rows are
+ * loaded into np and checked (newpart_bound): the table that becomes the
+ * partition, created like np's shape, distributed colocated with the parent
+ * while it is empty (so that ATTACH moves no rows, and the coordinator
+ * keeps none), then given np's rows by one INSERT ... SELECT that Citus
+ * sends to the shards, and the bound CHECK.  np is dropped.  For a local
+ * parent, np itself.
+ */
+NewPart *
+newpart_distribute(NewPart *np, TargetInfo *parent, PartSlot *slot)
+{
+	NewPart    *dist;
+	Relation	rel;
+	StringInfoData cols;
+
+	if (np->distcol == NULL)
+		return np;
+	dist = create_like(parent, OidIsValid(slot->partoid) ? slot->partoid : parent->relid, false);
+	dist->distcol = np->distcol;
+	citus_replace_distribute(dist->qualname, parent->qualname, dist->distcol);
+
+	/* the columns that take a value: not generated, not dropped */
+	initStringInfo(&cols);
+	rel = table_open(np->relid, AccessShareLock);
+	for (int i = 0; i < RelationGetDescr(rel)->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), i);
+
+		if (!att->attisdropped && !att->attgenerated)
+			appendStringInfo(&cols, "%s%s", cols.len ? ", " : "",
+							 quote_identifier(NameStr(att->attname)));
+	}
+	table_close(rel, AccessShareLock);
+	sql_exec(psprintf("INSERT INTO %s (%s) SELECT %s FROM %s", dist->qualname, cols.data,
+					  cols.data, np->qualname));
+	sql_exec(psprintf("DROP TABLE %s", np->qualname));
+	newpart_add_bound(dist->qualname, slot);
+	return dist;
 }
 
 typedef struct BoundArg
@@ -466,7 +532,7 @@ set_acl(Relation rel, HeapTuple tup, int aclcol, Datum acl, bool isnull,
  * later finds the entry updated by this transaction and fails.
  */
 void
-newpart_copy_privileges(Oid from, Oid to)
+newpart_copy_privileges(Oid from, Oid to, bool distributed)
 {
 	Relation	classrel;
 	Relation	attrel;
@@ -497,6 +563,16 @@ newpart_copy_privileges(Oid from, Oid to)
 	}
 	else
 		ReleaseSysCache(totup);
+
+	/* a table Citus distributes gets them by GRANT, which reaches its shards */
+	if (distributed)
+	{
+		citus_replace_copy_privileges(from, to,
+									  quote_qualified_identifier(get_namespace_name(get_rel_namespace(to)),
+																 get_rel_name(to)));
+		CommandCounterIncrement();
+		return;
+	}
 
 	classrel = table_open(RelationRelationId, RowExclusiveLock);
 	attrel = table_open(AttributeRelationId, RowExclusiveLock);

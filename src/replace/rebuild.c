@@ -347,6 +347,7 @@ rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fi
 	StringInfoData sql;
 	int64		carried = 0;
 	char	   *what;
+	bool		drop_later;
 
 	memset(r, 0, sizeof(ReplaceResult));
 	rebuild_start_run(&run, a, slot->value, slot->bound_sql,
@@ -426,6 +427,8 @@ rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fi
 	/* not before: a skip changes nothing, and fires nothing either */
 	target_refuse_skipped_triggers(a->target, slot->partoid);
 	newpart_bound(np, a->target, a->pk, slot);
+	/* on Citus, the rows checked go to a table distributed with the parent */
+	np = newpart_distribute(np, a->target, slot);
 	if (OidIsValid(slot->partoid))
 		check_referencing_rows(a, slot, np->schema);
 	progress_phase("building indexes", -1);
@@ -448,17 +451,26 @@ rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fi
 	audit_shrink(a->min_ratio, a->allow_shrink, a->condition ? a->stage->nrows : r->loaded,
 				 r->loaded, r->replaced, a->target->relname, what);
 
+	/*
+	 * On Citus, DROP TABLE of the replaced partition drops its shards one by
+	 * one, under the parent's lock: with the janitor running, it is kept
+	 * until now instead, and the janitor drops it after the commit, the
+	 * parent no longer locked.
+	 */
+	drop_later = !keep && OidIsValid(slot->partoid) && np->distcol != NULL && idem_preloaded;
+
 	memset(&spec, 0, sizeof(spec));
 	spec.parent = a->target;
 	spec.schema = np->schema;
 	if (OidIsValid(slot->partoid))
 	{
 		spec.old_name = slot->name;
-		spec.keep_name = keep ? kept_table_name(slot->partoid) : NULL;
+		spec.keep_name = keep || drop_later ? kept_table_name(slot->partoid) : NULL;
 	}
 	spec.new_name = np->relname;
 	spec.final_name = slot->name;
 	spec.bound_sql = slot->bound_sql;
+	spec.distributed = np->distcol != NULL;
 	swap_partition(&spec);
 
 	run.rows_loaded = r->loaded;
@@ -467,6 +479,9 @@ rebuild_partition(ReplaceArgs *a, PartSlot *slot, StageGroups *g, const char *fi
 	r->run_id = ledger_record(&run);
 	if (keep)
 		kept_record(a->target, slot, np->schema, spec.keep_name, r->run_id, a->keep);
+	else if (drop_later)
+		kept_record(a->target, slot, np->schema, spec.keep_name, r->run_id,
+					palloc0(sizeof(Interval)));
 	r->partition = np->relid;
 }
 

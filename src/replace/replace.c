@@ -28,6 +28,7 @@
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
+#include "citus/citus_replace.h"
 #include "state/audit.h"
 #include "util/args.h"
 #include "util/settings.h"
@@ -67,6 +68,9 @@ replace_setup(ReplaceArgs *a, FunctionCallInfo fcinfo, int first)
 	audit_check_syntax(a->expect);
 	a->min_ratio = audit_ratio(fcinfo, first + 6);
 	a->allow_shrink = audit_allow_shrink(fcinfo, first + 7);
+	citus_replace_check(PG_GETARG_OID(0),
+						get_rel_relkind(PG_GETARG_OID(0)) == RELKIND_PARTITIONED_TABLE,
+						first == 2 ? "etl_replace_partition" : "etl_replace_partitions");
 	swap_serialize(PG_GETARG_OID(0));
 	a->target = target_open(PG_GETARG_OID(0), ACL_SELECT | ACL_INSERT | ACL_DELETE, true);
 	initStringInfo(&changes);

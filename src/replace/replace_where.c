@@ -23,7 +23,9 @@
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 
+#include "citus/citus_replace.h"
 #include "state/audit.h"
 #include "util/args.h"
 #include "util/settings.h"
@@ -113,7 +115,9 @@ where_in_partitions(ReplaceArgs *a, const char *fingerprint, ReplaceResult *tota
 	const char *col = quote_identifier(a->pk->column->name);
 	List	   *done = NIL;
 	uint64		n;
+	uint64		nstaged = 0;
 	SPITupleTable *values;
+	SPITupleTable *staged = NULL;
 
 	if (OidIsValid(a->pk->default_part) &&
 		sql_exec_int8(psprintf("SELECT pg_catalog.count(*)::pg_catalog.int8 FROM"
@@ -129,18 +133,31 @@ where_in_partitions(ReplaceArgs *a, const char *fingerprint, ReplaceResult *tota
 
 	/*
 	 * A partition is found from a value; of a LIST partition that holds NULL,
-	 * a covered row that has one, if any.
+	 * a covered row that has one, if any.  Citus cannot read the staged batch
+	 * in a query of its table: the batch's values are then read on their own,
+	 * after the table's (of each shard of each partition, by tableoid).
 	 */
-	sql_exec(psprintf("SELECT v::pg_catalog.text FROM ("
-					  " (SELECT DISTINCT ON (tableoid) %s AS v FROM %s AS %s WHERE (%s\n)"
-					  " ORDER BY tableoid, %s IS NULL)"
-					  " UNION SELECT %s FROM %s) x ORDER BY v",
-					  col, a->target->qualname, alias, a->condition, col, col, a->stage->name));
+	if (citus_replace_column(a->target->relid) == NULL)
+		sql_exec(psprintf("SELECT v::pg_catalog.text FROM ("
+						  " (SELECT DISTINCT ON (tableoid) %s AS v FROM %s AS %s WHERE (%s\n)"
+						  " ORDER BY tableoid, %s IS NULL)"
+						  " UNION SELECT %s FROM %s) x ORDER BY v",
+						  col, a->target->qualname, alias, a->condition, col, col, a->stage->name));
+	else
+	{
+		sql_exec(psprintf("SELECT DISTINCT %s::pg_catalog.text FROM %s", col, a->stage->name));
+		nstaged = SPI_processed;
+		staged = SPI_tuptable;
+		sql_exec(psprintf("SELECT DISTINCT ON (tableoid) %s::pg_catalog.text FROM %s AS %s WHERE (%s\n)"
+						  " ORDER BY tableoid, %s IS NULL",
+						  col, a->target->qualname, alias, a->condition, col));
+	}
 	n = SPI_processed;
 	values = SPI_tuptable;
-	for (uint64 i = 0; i < n; i++)
+	for (uint64 i = 0; i < n + nstaged; i++)
 	{
-		char	   *value = SPI_getvalue(values->vals[i], values->tupdesc, 1);
+		char	   *value = i < n ? SPI_getvalue(values->vals[i], values->tupdesc, 1) :
+			SPI_getvalue(staged->vals[i - n], staged->tupdesc, 1);
 		PartSlot   *slot;
 		ReplaceResult r;
 
@@ -280,6 +297,9 @@ etl_replace_where(PG_FUNCTION_ARGS)
 	audit_check_syntax(a.expect);
 	a.min_ratio = audit_ratio(fcinfo, 6);
 	a.allow_shrink = audit_allow_shrink(fcinfo, 7);
+	citus_replace_check(PG_GETARG_OID(0),
+						get_rel_relkind(PG_GETARG_OID(0)) == RELKIND_PARTITIONED_TABLE,
+						"etl_replace_where");
 	swap_serialize(PG_GETARG_OID(0));
 	a.target = target_open(PG_GETARG_OID(0), ACL_SELECT | ACL_INSERT | ACL_DELETE, true);
 	target_check_row_security(a.target->relid);

@@ -207,12 +207,14 @@ swap_once(void *arg)
 		old_statistics = statistics_names(get_relname_relid(s->old_name, nspid));
 		/* now that no GRANT or REVOKE on it can come in between */
 		newpart_copy_privileges(get_relname_relid(s->old_name, nspid),
-								get_relname_relid(s->new_name, nspid));
+								get_relname_relid(s->new_name, nspid), s->distributed);
 		if (s->keep_name)
 		{
 			sql_exec(psprintf("ALTER TABLE %s RENAME TO %s", old_qual,
 							  quote_identifier(s->keep_name)));
-			rename_indexes(nspid, s->schema, s->keep_name, s->old_name, s->keep_name);
+			/* on Citus, a kept version's indexes keep their names */
+			if (!s->distributed)
+				rename_indexes(nspid, s->schema, s->keep_name, s->old_name, s->keep_name);
 			rename_statistics(nspid, s->schema, s->keep_name, s->old_name, NIL);
 		}
 		else
@@ -230,9 +232,25 @@ swap_once(void *arg)
 	AtEOXact_GUC(true, nestlevel);
 }
 
+/*
+ * On Citus, each rename is a statement Citus runs on every shard, which
+ * readers of the parent would wait for: the new table's indexes are named
+ * after the partition before any lock on the parent is taken (where the
+ * partition's own indexes hold the names, with a number added, as CREATE
+ * INDEX does), and a kept version's indexes keep theirs.  Then swap_once
+ * has no index to rename.
+ */
 void
 swap_partition(const SwapSpec *s)
 {
+	if (s->distributed)
+	{
+		int			nestlevel = sql_pin_search_path();
+
+		rename_indexes(get_rel_namespace(s->parent->relid), s->schema, s->new_name,
+					   s->new_name, s->final_name);
+		AtEOXact_GUC(true, nestlevel);
+	}
 	for (int attempt = 0;; attempt++)
 	{
 		ErrorData  *failure = sql_try(swap_once, (void *) s);

@@ -18,6 +18,8 @@ typedef struct SwapSpec
 	const char *new_name;		/* the loaded table */
 	const char *final_name;		/* the name it takes as partition */
 	const char *bound_sql;		/* FOR VALUES ... */
+	bool		distributed;	/* Citus distributes the parent: see
+								 * swap_partition */
 } SwapSpec;
 
 extern void swap_serialize(Oid relid);
