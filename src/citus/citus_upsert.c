@@ -20,6 +20,7 @@
 #include "postgres.h"
 
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_namespace.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -82,14 +83,48 @@ citus_upsert_stage(CitusTarget *ct, TargetInfo *target, char **columns,
 	return staged;
 }
 
+/* "NOT idem_etl.same_image(a.c1, b.c1, ...)": the columns differ */
+static void
+append_differs(StringInfo sql, const char *a, const char *b, char **setcols, int nset)
+{
+	appendStringInfoString(sql, "NOT idem_etl.same_image(");
+	for (int i = 0; i < nset; i++)
+	{
+		const char *col = quote_identifier(setcols[i]);
+
+		appendStringInfo(sql, "%s%s.%s, %s.%s", i ? ", " : "", a, col, b, col);
+	}
+	appendStringInfoChar(sql, ')');
+}
+
+/* "SET c1 = b.c1, ..." of an update from b */
+static void
+append_set(StringInfo sql, const char *b, char **setcols, int nset)
+{
+	appendStringInfoString(sql, " SET ");
+	for (int i = 0; i < nset; i++)
+	{
+		const char *col = quote_identifier(setcols[i]);
+
+		appendStringInfo(sql, "%s%s = %s.%s", i ? ", " : "", col, b, col);
+	}
+}
+
 /*
  * Merge the stage table into the target: the batch's rows that change
  * something (no stored row of their key has the same binary image, nor,
  * with newer_column, a newer value), inserted or, on a conflict, updated.
  * Unchanged rows are dropped before the write, on the shard, so an
- * identical rerun writes and locks nothing.  Each shard's rows returns
- * whether it inserted them (xmax 0 on the shard, as for a local table):
- * only those booleans travel to the coordinator, where they are counted.
+ * identical rerun writes and locks nothing.
+ *
+ * The rows of a plain table's shards return whether they were inserted
+ * (xmax 0 on the shard, as for a local table): only those booleans travel
+ * to the coordinator, where they are counted.  PostgreSQL 15 refuses system
+ * columns in RETURNING on a partitioned table (and so on its shards): there
+ * the stored rows that differ are updated first, by one pushed-down UPDATE
+ * ... FROM, and the rest inserted, so that each statement counts one kind.
+ * The INSERT keeps ON CONFLICT for a key another transaction inserts
+ * between the two; such a row counts as inserted.
  */
 CitusMerged
 citus_upsert_merge(TargetInfo *target, TargetKey *key, const char *staged,
@@ -102,12 +137,33 @@ citus_upsert_merge(TargetInfo *target, TargetKey *key, const char *staged,
 	const char *o = target_alias(target, "o");
 	char	   *ge = newer_column ?
 		target_newer_ge(target_column(target, newer_column)) : NULL;
-	CitusMerged merged;
+	bool		update_first = target->relkind == RELKIND_PARTITIONED_TABLE;
+	CitusMerged merged = {0, 0};
+
+	initStringInfo(&sql);
+	if (update_first && nset > 0)
+	{
+		appendStringInfo(&sql, "UPDATE %s AS t", target->qualname);
+		append_set(&sql, b, setcols, nset);
+		appendStringInfo(&sql, " FROM %s %s WHERE ", staged, b);
+		sql_append_key_match(&sql, "t", b, key->names, key->eqops, key->ncolumns,
+							 key->nulls_not_distinct);
+		appendStringInfoString(&sql, " AND ");
+		append_differs(&sql, "t", b, setcols, nset);
+		if (newer_column)
+		{
+			appendStringInfoString(&sql, " AND ");
+			sql_append_newer_wins(&sql, "t", b, newer_column, ge);
+		}
+		merged.written = (int64) sql_exec(sql.data);
+		resetStringInfo(&sql);
+	}
 
 	initStringInfo(&keys);
 	sql_append_columns(&keys, NULL, key->names, key->ncolumns);
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "WITH idem_written AS (INSERT INTO %s AS t (", target->qualname);
+	if (!update_first)
+		appendStringInfoString(&sql, "WITH idem_written AS (");
+	appendStringInfo(&sql, "INSERT INTO %s AS t (", target->qualname);
 	sql_append_columns(&sql, NULL, columns, ncolumns);
 	appendStringInfoString(&sql, ") SELECT ");
 	sql_append_columns(&sql, b, columns, ncolumns);
@@ -115,16 +171,10 @@ citus_upsert_merge(TargetInfo *target, TargetKey *key, const char *staged,
 					 staged, b, target->qualname, o);
 	sql_append_key_match(&sql, o, b, key->names, key->eqops, key->ncolumns,
 						 key->nulls_not_distinct);
-	if (nset > 0)
+	if (nset > 0 && !update_first)
 	{
-		appendStringInfoString(&sql, " AND (idem_etl.same_image(");
-		for (int i = 0; i < nset; i++)
-		{
-			const char *col = quote_identifier(setcols[i]);
-
-			appendStringInfo(&sql, "%s%s.%s, %s.%s", i ? ", " : "", o, col, b, col);
-		}
-		appendStringInfoChar(&sql, ')');
+		appendStringInfoString(&sql, " AND (NOT ");
+		append_differs(&sql, o, b, setcols, nset);
 		if (newer_column)
 		{
 			appendStringInfoString(&sql, " OR NOT ");
@@ -137,18 +187,21 @@ citus_upsert_merge(TargetInfo *target, TargetKey *key, const char *staged,
 		appendStringInfoString(&sql, "DO NOTHING");
 	else
 	{
-		appendStringInfoString(&sql, "DO UPDATE SET ");
-		for (int i = 0; i < nset; i++)
-		{
-			const char *col = quote_identifier(setcols[i]);
-
-			appendStringInfo(&sql, "%s%s = EXCLUDED.%s", i ? ", " : "", col, col);
-		}
+		appendStringInfoString(&sql, "DO UPDATE");
+		append_set(&sql, "EXCLUDED", setcols, nset);
+		appendStringInfoString(&sql, " WHERE ");
 		if (newer_column)
 		{
-			appendStringInfoString(&sql, " WHERE ");
 			sql_append_newer_wins(&sql, "t", "EXCLUDED", newer_column, ge);
+			appendStringInfoString(&sql, " AND ");
 		}
+		append_differs(&sql, "t", "EXCLUDED", setcols, nset);
+	}
+	if (update_first)
+	{
+		merged.inserted = (int64) sql_exec(sql.data);
+		merged.written += merged.inserted;
+		return merged;
 	}
 	appendStringInfoString(&sql, " RETURNING t.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid AS idem_etl_inserted)"
 						   " SELECT pg_catalog.count(*)::pg_catalog.int8,"
