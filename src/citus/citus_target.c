@@ -1,7 +1,7 @@
 /*
  * citus_target.c
- *		Whether a target is a Citus table, and which kind: distributed by
- *		hash on a column, or a reference table.
+ *		Whether a target is a Citus table, and which kind: distributed (by
+ *		hash on a column, or in one shard), or a reference table.
  *
  * Only a database with the extension citus has Citus tables: elsewhere the
  * lookup reads pg_extension's index once and nothing else, and the
@@ -24,8 +24,8 @@
 /*
  * What Citus does with the target, NULL for a table Citus does not manage
  * (or no Citus in this database).  A Citus table that the operation cannot
- * write the way it does (append- or range-distributed, a single-shard
- * distributed table, a Citus-managed local table), and any Citus table when
+ * write the way it does (append- or range-distributed, a Citus-managed
+ * local table), and any Citus table when
  * this node is not the coordinator, are refused before anything is read.
  */
 CitusTarget *
@@ -37,6 +37,7 @@ citus_target_lookup(TargetInfo *target, const char *operation)
 	char	   *method;
 	char	   *repmodel;
 	bool		coordinator;
+	bool		colocated;
 	bool		isnull;
 	CitusTarget *ct;
 
@@ -71,6 +72,8 @@ citus_target_lookup(TargetInfo *target, const char *operation)
 				 errhint("Connect to the coordinator and call %s there.", operation)));
 
 	ct = palloc0(sizeof(CitusTarget));
+	colocated = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+											SPI_tuptable->tupdesc, 3, &isnull)) != 0;
 	if (strcmp(method, "h") == 0)
 	{
 		ct->kind = CITUS_DISTRIBUTED;
@@ -78,17 +81,16 @@ citus_target_lookup(TargetInfo *target, const char *operation)
 	}
 	else if (strcmp(method, "n") == 0 && strcmp(repmodel, "t") == 0)
 		ct->kind = CITUS_REFERENCE;
+	else if (strcmp(method, "n") == 0 && colocated)
+		ct->kind = CITUS_DISTRIBUTED;	/* one shard, no distribution column */
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("%s does not support Citus table \"%s\"", operation, target->relname),
-				 errdetail("%s",
-						   strcmp(method, "n") != 0 ?
-						   psprintf("The table is distributed by %s, whose shards Citus cannot update from a colocated batch.",
+				 errdetail("%s", strcmp(method, "n") != 0 ?
+						   psprintf("The table is distributed by %s, whose shards Citus cannot merge a batch into in place.",
 									strcmp(method, "a") == 0 ? "append" : "range") :
-						   DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)) != 0 ?
-						   "The table is a single-shard distributed table; idem_etl supports tables distributed by hash and reference tables." :
-						   "The table is a local table in Citus's metadata (citus_add_local_table_to_metadata), which Citus cannot join with an ephemeral batch."),
+						   "The table is a local table in Citus's metadata (citus_add_local_table_to_metadata), which Citus cannot join with a batch it would have to place first."),
 				 errhint("Distribute the table by hash (create_distributed_table) or make it a reference table (create_reference_table).")));
 	return ct;
 }
@@ -106,7 +108,8 @@ citus_target_check_key(CitusTarget *ct, TargetInfo *target, ArrayType *key_colum
 	char	  **names;
 	int			n;
 
-	if (ct->kind != CITUS_DISTRIBUTED || key_columns == NULL)
+	if (ct->kind != CITUS_DISTRIBUTED || ct->dist_column == NULL ||
+		key_columns == NULL)
 		return;
 	names = args_names(key_columns, "key_columns", &n);
 	if (args_name_in(names, n, ct->dist_column))

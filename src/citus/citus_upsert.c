@@ -70,7 +70,8 @@ citus_upsert_stage(CitusTarget *ct, TargetInfo *target, char **columns,
 	if (ct->kind == CITUS_DISTRIBUTED)
 		appendStringInfo(&sql, "SELECT pg_catalog.create_distributed_table(%s::pg_catalog.regclass, %s,"
 						 " colocate_with => %s)",
-						 quote_literal_cstr(staged), quote_literal_cstr(ct->dist_column),
+						 quote_literal_cstr(staged),
+						 ct->dist_column ? quote_literal_cstr(ct->dist_column) : "NULL::pg_catalog.text",
 						 quote_literal_cstr(target->qualname));
 	else
 		appendStringInfo(&sql, "SELECT pg_catalog.create_reference_table(%s::pg_catalog.regclass)",

@@ -129,8 +129,7 @@ is($coord->safe_psql('postgres', q{
 	     + (SELECT count(*) FROM pg_class WHERE relname LIKE 'idem_etl_stage%')
 	     + (SELECT count(*) FROM pg_dist_cleanup)}), '0',
 	'no stage table, shard or cleanup record left on the coordinator');
-is(on_workers(\@workers, q{SET citus.show_shards_for_app_name_prefixes = '*';
-	SELECT count(*) FROM pg_class WHERE relname LIKE 'idem_etl_stage%'}), '0|0',
+is(on_workers(\@workers, q{SELECT count(*) FROM pg_class WHERE relname LIKE 'idem_etl_stage%'}), '0|0',
 	'no stage table or shard left on the workers');
 
 done_testing();
