@@ -32,11 +32,36 @@
 #include "util/sql.h"
 
 /*
+ * The settings under which the stage table is created and dropped, until
+ * AtEOXact_GUC(true, <the level returned>):
+ * - citus.enable_metadata_sync off: the table lives in this transaction
+ *   only, and only the coordinator, which plans every statement that reads
+ *   it, needs its metadata.  Citus creates and drops its shards on the
+ *   workers either way; the workers' copies of the metadata, which Citus
+ *   would otherwise write and remove again, cost twice what the shards do
+ *   (with four shards: create_distributed_table 0.7 s against 0.23 s, DROP
+ *   0.23 s against 0.09 s, on an assert-enabled build);
+ * - client_min_messages warning: Citus's notices about copying the rows
+ *   into the shards are not the caller's business.
+ */
+static int
+stage_settings(void)
+{
+	int			nestlevel = NewGUCNestLevel();
+
+	(void) set_config_option("citus.enable_metadata_sync", "off", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("client_min_messages", "warning", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nestlevel;
+}
+
+/*
  * Create the stage table for a batch (an ephemeral named relation) in the
  * target's schema, with the batch's rows, and have Citus place it; returns
  * its qualified name.  Citus copies the rows to the shards as it
  * distributes the table (the coordinator's copy, unlogged, goes with the
- * table); its notices about that copy are not the caller's business.
+ * table).
  */
 char *
 citus_upsert_stage(CitusTarget *ct, TargetInfo *target, char **columns,
@@ -76,9 +101,7 @@ citus_upsert_stage(CitusTarget *ct, TargetInfo *target, char **columns,
 	else
 		appendStringInfo(&sql, "SELECT pg_catalog.create_reference_table(%s::pg_catalog.regclass)",
 						 quote_literal_cstr(staged));
-	nestlevel = NewGUCNestLevel();
-	(void) set_config_option("client_min_messages", "warning", PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	nestlevel = stage_settings();
 	sql_exec(sql.data);
 	AtEOXact_GUC(true, nestlevel);
 	return staged;
@@ -239,5 +262,8 @@ citus_upsert_delete(TargetInfo *target, TargetKey *key, const char *staged,
 void
 citus_upsert_drop(const char *staged)
 {
+	int			nestlevel = stage_settings();
+
 	sql_exec(psprintf("DROP TABLE %s", staged));
+	AtEOXact_GUC(true, nestlevel);
 }
