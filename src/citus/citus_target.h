@@ -18,7 +18,8 @@ typedef enum CitusTableKind
 typedef struct CitusTarget
 {
 	CitusTableKind kind;
-	char	   *dist_column;	/* CITUS_DISTRIBUTED only; NULL when single-shard */
+	char	   *dist_column;	/* CITUS_DISTRIBUTED only; NULL when
+								 * single-shard */
 } CitusTarget;
 
 extern CitusTarget *citus_target_lookup(TargetInfo *target, const char *operation);
