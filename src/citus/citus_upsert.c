@@ -10,17 +10,17 @@
  * a table of its own that Citus places beside the target's shards: a table
  * distributed on the same column and colocated with the target (the rows of
  * a key land on the shard that holds the key), or a reference table for a
- * reference target.  Then the merge is one INSERT ... SELECT ... ON
- * CONFLICT and the delete one DELETE ... NOT EXISTS, each of which Citus
- * pushes down: every shard merges its own keys, and nothing of the target
- * travels to the coordinator.  The stage table is dropped before the call
- * returns, in its transaction: a failure or a crash takes it away with the
- * rest (Citus commits the shards' writes with two-phase commit).
+ * reference target.  Then the merge is an UPDATE ... FROM and an
+ * INSERT ... SELECT ... ON CONFLICT, and the delete one DELETE ... NOT
+ * EXISTS, each of which Citus pushes down: every shard merges its own
+ * keys, and nothing of the target travels to the coordinator.  The stage
+ * table is dropped before the call returns, in its transaction: a failure
+ * or a crash takes it away with the rest (Citus commits the shards' writes
+ * with two-phase commit).
  */
 #include "postgres.h"
 
 #include "catalog/namespace.h"
-#include "catalog/pg_class.h"
 #include "catalog/pg_namespace.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -135,20 +135,21 @@ append_set(StringInfo sql, const char *b, char **setcols, int nset)
 }
 
 /*
- * Merge the stage table into the target: the batch's rows that change
- * something (no stored row of their key has the same binary image, nor,
- * with newer_column, a newer value), inserted or, on a conflict, updated.
- * Unchanged rows are dropped before the write, on the shard, so an
- * identical rerun writes and locks nothing.
- *
- * The rows of a plain table's shards return whether they were inserted
- * (xmax 0 on the shard, as for a local table): only those booleans travel
- * to the coordinator, where they are counted.  PostgreSQL 15 refuses system
- * columns in RETURNING on a partitioned table (and so on its shards): there
- * the stored rows that differ are updated first, by one pushed-down UPDATE
- * ... FROM, and the rest inserted, so that each statement counts one kind.
- * The INSERT keeps ON CONFLICT for a key another transaction inserts
- * between the two; such a row counts as inserted.
+ * Merge the stage table into the target, in two statements that Citus
+ * pushes down to every shard, each counted by its row count alone (so no
+ * row travels back to the coordinator):
+ * - UPDATE ... FROM the stage table: the stored rows whose columns differ
+ *   (binary image) from their batch row, and, with newer_column, are not
+ *   newer than it;
+ * - INSERT ... SELECT the batch rows whose key is not stored, with ON
+ *   CONFLICT for a key that another transaction inserts meanwhile (then
+ *   counted as inserted, the inexactness the counts of a local target
+ *   have under concurrent writes of the same keys).
+ * Unchanged rows are dropped by the joins on the shards, so an identical
+ * rerun writes and locks nothing.  Counting by RETURNING (xmax 0 on the
+ * shard) would bring a boolean per written row to the coordinator: 2.8 s
+ * of a 5.0 s first apply of 1,000,000 rows in 32 shards; and PostgreSQL
+ * 15 refuses system columns in RETURNING on a partitioned table.
  */
 CitusMerged
 citus_upsert_merge(TargetInfo *target, TargetKey *key, const char *staged,
@@ -161,11 +162,10 @@ citus_upsert_merge(TargetInfo *target, TargetKey *key, const char *staged,
 	const char *o = target_alias(target, "o");
 	char	   *ge = newer_column ?
 		target_newer_ge(target_column(target, newer_column)) : NULL;
-	bool		update_first = target->relkind == RELKIND_PARTITIONED_TABLE;
 	CitusMerged merged = {0, 0};
 
 	initStringInfo(&sql);
-	if (update_first && nset > 0)
+	if (nset > 0)
 	{
 		appendStringInfo(&sql, "UPDATE %s AS t", target->qualname);
 		append_set(&sql, b, setcols, nset);
@@ -185,8 +185,6 @@ citus_upsert_merge(TargetInfo *target, TargetKey *key, const char *staged,
 
 	initStringInfo(&keys);
 	sql_append_columns(&keys, NULL, key->names, key->ncolumns);
-	if (!update_first)
-		appendStringInfoString(&sql, "WITH idem_written AS (");
 	appendStringInfo(&sql, "INSERT INTO %s AS t (", target->qualname);
 	sql_append_columns(&sql, NULL, columns, ncolumns);
 	appendStringInfoString(&sql, ") SELECT ");
@@ -195,17 +193,6 @@ citus_upsert_merge(TargetInfo *target, TargetKey *key, const char *staged,
 					 staged, b, target->qualname, o);
 	sql_append_key_match(&sql, o, b, key->names, key->eqops, key->ncolumns,
 						 key->nulls_not_distinct);
-	if (nset > 0 && !update_first)
-	{
-		appendStringInfoString(&sql, " AND (NOT ");
-		append_differs(&sql, o, b, setcols, nset);
-		if (newer_column)
-		{
-			appendStringInfoString(&sql, " OR NOT ");
-			sql_append_newer_wins(&sql, o, b, newer_column, ge);
-		}
-		appendStringInfoChar(&sql, ')');
-	}
 	appendStringInfo(&sql, ") ON CONFLICT (%s) ", keys.data);
 	if (nset == 0)
 		appendStringInfoString(&sql, "DO NOTHING");
@@ -221,19 +208,8 @@ citus_upsert_merge(TargetInfo *target, TargetKey *key, const char *staged,
 		}
 		append_differs(&sql, "t", "EXCLUDED", setcols, nset);
 	}
-	if (update_first)
-	{
-		merged.inserted = (int64) sql_exec(sql.data);
-		merged.written += merged.inserted;
-		return merged;
-	}
-	appendStringInfoString(&sql, " RETURNING t.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid AS idem_etl_inserted)"
-						   " SELECT pg_catalog.count(*)::pg_catalog.int8,"
-						   " pg_catalog.count(*) FILTER (WHERE idem_etl_inserted)::pg_catalog.int8"
-						   " FROM idem_written");
-	sql_exec(sql.data);
-	merged.written = sql_result_int8(1);
-	merged.inserted = sql_result_int8(2);
+	merged.inserted = (int64) sql_exec(sql.data);
+	merged.written += merged.inserted;
 	return merged;
 }
 
