@@ -22,27 +22,21 @@
 #include "util/sql.h"
 
 /*
- * What Citus does with the target, NULL for a table Citus does not manage
- * (or no Citus in this database).  A Citus table that the operation cannot
- * write the way it does (append- or range-distributed, a Citus-managed
- * local table), and any Citus table when
- * this node is not the coordinator, are refused before anything is read.
+ * Whether relid is a Citus table: its row of pg_dist_partition, with this
+ * node's group, is then the first row of SPI_tuptable (columns: partmethod,
+ * repmodel, colocationid, the distribution column's name, whether this
+ * node is the coordinator).  Without the extension citus, reads nothing
+ * but pg_extension's index.
  */
-CitusTarget *
-citus_target_lookup(TargetInfo *target, const char *operation)
+static bool
+dist_partition_row(Oid relid)
 {
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1];
 	SPIPlanPtr	plan;
-	char	   *method;
-	char	   *repmodel;
-	bool		coordinator;
-	bool		colocated;
-	bool		isnull;
-	CitusTarget *ct;
 
 	if (!OidIsValid(get_extension_oid("citus", true)))
-		return NULL;
+		return false;
 
 	plan = sql_prepare("SELECT p.partmethod::pg_catalog.text, p.repmodel::pg_catalog.text,"
 					   " p.colocationid,"
@@ -52,11 +46,48 @@ citus_target_lookup(TargetInfo *target, const char *operation)
 					   " FROM pg_catalog.pg_dist_partition p"
 					   " WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1",
 					   1, argtypes);
-	values[0] = ObjectIdGetDatum(target->relid);
+	values[0] = ObjectIdGetDatum(relid);
 	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not look up relation %u in pg_dist_partition", target->relid);
+		elog(ERROR, "could not look up relation %u in pg_dist_partition", relid);
 	SPI_freeplan(plan);
-	if (SPI_processed == 0)
+	return SPI_processed > 0;
+}
+
+/*
+ * Refuse a Citus table as the target of an operation that does not
+ * support Citus yet (0A000), rather than fail on the shards.
+ */
+void
+citus_target_refuse(TargetInfo *target, const char *operation)
+{
+	if (!dist_partition_row(target->relid))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("%s does not support Citus table \"%s\" yet", operation, target->relname),
+			 errdetail("%s reads the batch staged on the coordinator in statements that Citus would have to run on the shards.",
+					   operation),
+			 errhint("Load a local table of the coordinator, or load the distributed table with etl_upsert_batch.")));
+}
+
+/*
+ * What Citus does with the target, NULL for a table Citus does not manage
+ * (or no Citus in this database).  A Citus table that the operation cannot
+ * write the way it does (append- or range-distributed, a Citus-managed
+ * local table), and any Citus table when this node is not the coordinator,
+ * are refused before anything is read.
+ */
+CitusTarget *
+citus_target_lookup(TargetInfo *target, const char *operation)
+{
+	char	   *method;
+	char	   *repmodel;
+	bool		coordinator;
+	bool		colocated;
+	bool		isnull;
+	CitusTarget *ct;
+
+	if (!dist_partition_row(target->relid))
 		return NULL;
 
 	method = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);

@@ -23,6 +23,7 @@ typedef struct CitusTarget
 } CitusTarget;
 
 extern CitusTarget *citus_target_lookup(TargetInfo *target, const char *operation);
+extern void citus_target_refuse(TargetInfo *target, const char *operation);
 extern void citus_target_check_key(CitusTarget *ct, TargetInfo *target,
 								   ArrayType *key_columns);
 

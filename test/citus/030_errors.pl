@@ -2,8 +2,9 @@
 # writes anything: a call on a worker, a key without the distribution
 # column, tables Citus cannot merge into in place (append-distributed, a
 # local table in Citus's metadata), a role that may not create the stage
-# table.  And what keeps working: a single-shard distributed table, a local
-# table in a Citus database (the usual path, no stage table).
+# table; etl_snapshot on any Citus table (0A000, rather than failing on the
+# shards).  And what keeps working: a single-shard distributed table, a
+# local table in a Citus database (the usual path, no stage table).
 use strict;
 use warnings;
 use FindBin;
@@ -48,6 +49,13 @@ like($err, qr/distributed by append/, 'says why');
 ($state, $err) = sqlstate_of($coord, q{SELECT * FROM etl_upsert_batch('loc', 'VALUES (1, 1)')});
 is($state, '0A000', "a local table in Citus's metadata: 0A000");
 like($err, qr/citus_add_local_table_to_metadata/, 'says why');
+
+($state, $err) = sqlstate_of($coord, q{
+	CREATE TABLE dim (id int, name text, valid_from timestamptz, valid_to timestamptz);
+	SELECT create_distributed_table('dim', 'id');
+	SELECT * FROM etl_snapshot('dim', $$SELECT 1 AS id, 'a' AS name$$, 'id', valid_at => now())});
+is($state, '0A000', 'etl_snapshot on a distributed table: 0A000');
+like($err, qr/etl_snapshot does not support Citus table "dim" yet/, 'says so');
 
 # a role with the table's privileges but no CREATE on its schema
 $coord->safe_psql('postgres', q{
