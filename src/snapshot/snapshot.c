@@ -29,6 +29,7 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
+#include "citus/citus_target.h"
 #include "snapshot/snapshot.h"
 #include "stage/evolve.h"
 #include "state/audit.h"
@@ -534,6 +535,7 @@ etl_snapshot(PG_FUNCTION_ARGS)
 	/* one snapshot of a target at a time, taken before any lock on it */
 	ledger_lock_table(args.target);
 	s.target = target_open(args.target, ACL_SELECT | ACL_INSERT | ACL_UPDATE, false);
+	citus_target_refuse(s.target, "etl_snapshot");
 	initStringInfo(&changes);
 	s.target = evolve_target(s.target, args.source, args.on_schema_change,
 							 ACL_SELECT | ACL_INSERT | ACL_UPDATE, false, &changes);

@@ -28,6 +28,8 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
+#include "citus/citus_target.h"
+#include "citus/citus_upsert.h"
 #include "state/audit.h"
 #include "upsert/dedup.h"
 #include "util/args.h"
@@ -143,39 +145,6 @@ update_set_columns(TargetInfo *target, Stage *stage, TargetKey *key,
 		cols[(*n)++] = stage->columns[i];
 	}
 	return cols;
-}
-
-/*
- * "incoming may overwrite stored": newer or equal, and NULL never wins.
- * ge is the column type's >= (newer_ge_operator).
- */
-static void
-append_newer_wins(StringInfo buf, const char *stored, const char *incoming,
-				  const char *column, const char *ge)
-{
-	const char *col = quote_identifier(column);
-
-	appendStringInfo(buf, "(%s.%s IS NULL OR coalesce(%s.%s %s %s.%s, false))",
-					 stored, col, incoming, col, ge, stored, col);
-}
-
-/* The >= of the newer_column's type, from its default btree operator class. */
-static char *
-newer_ge_operator(TargetColumn *col)
-{
-	TypeCacheEntry *tc = lookup_type_cache(col->typid, TYPECACHE_BTREE_OPFAMILY);
-	Oid			ge = InvalidOid;
-
-	if (OidIsValid(tc->btree_opf))
-		ge = get_opfamily_member(tc->btree_opf, tc->btree_opintype,
-								 tc->btree_opintype, BTGreaterEqualStrategyNumber);
-	if (!OidIsValid(ge))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_FUNCTION),
-				 errmsg("newer_column \"%s\" has type %s, which has no ordering",
-						col->name, format_type_be(col->typid)),
-				 errhint("Use a column of an ordered type, such as a timestamp or a version number.")));
-	return sql_operator(ge);
 }
 
 /*
@@ -333,7 +302,7 @@ append_delta(StringInfo sql, TargetInfo *target, TargetKey *key, Stage *stage,
 		if (newer_column)
 		{
 			appendStringInfoString(sql, " AND ");
-			append_newer_wins(sql, "t", "b", newer_column, newer_ge);
+			sql_append_newer_wins(sql, "t", "b", newer_column, newer_ge);
 		}
 		appendStringInfoChar(sql, ')');
 	}
@@ -380,7 +349,7 @@ append_insert(StringInfo sql, TargetInfo *target, Stage *stage, const char *keys
 		if (newer_column)
 		{
 			appendStringInfoString(sql, " WHERE ");
-			append_newer_wins(sql, "t", "EXCLUDED", newer_column, newer_ge);
+			sql_append_newer_wins(sql, "t", "EXCLUDED", newer_column, newer_ge);
 		}
 	}
 }
@@ -411,7 +380,7 @@ append_update(StringInfo sql, TargetInfo *target, char **setcols, int nset,
 	if (newer_column)
 	{
 		appendStringInfoString(sql, " AND ");
-		append_newer_wins(sql, "t", "d", newer_column, newer_ge);
+		sql_append_newer_wins(sql, "t", "d", newer_column, newer_ge);
 	}
 }
 
@@ -554,7 +523,7 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	int			nestlevel;
 	CommandId	merge_cid;
 	char	   *newer_ge = newer_column ?
-		newer_ge_operator(target_column(target, newer_column)) : NULL;
+		target_newer_ge(target_column(target, newer_column)) : NULL;
 	bool		probe_merge_joined;
 	bool		two_statements;
 	bool		by_tid;
@@ -723,6 +692,28 @@ delete_missing_rows(TargetInfo *target, TargetKey *key, KeyedBatch *batch,
 	return (int64) sql_exec(sql.data);
 }
 
+/*
+ * The merge of a batch into a Citus table (citus_upsert.c): the batch
+ * copied into a table placed beside the target's shards, merged there;
+ * returns the stage table, which the caller drops after the delete.
+ */
+static char *
+merge_on_shards(CitusTarget *ct, TargetInfo *target, TargetKey *key, Stage *stage,
+				KeyedBatch *batch, char **setcols, int nset,
+				const char *newer_column, UpsertCounts *counts)
+{
+	char	   *staged = citus_upsert_stage(ct, target, stage->columns,
+											stage->ncolumns, batch->name);
+	CitusMerged merged = citus_upsert_merge(target, key, staged, stage->columns,
+											stage->ncolumns, setcols, nset,
+											newer_column);
+
+	counts->inserted = merged.inserted;
+	counts->updated = merged.written - merged.inserted;
+	counts->unchanged = batch->nkeys - merged.written;
+	return staged;
+}
+
 static void
 require_source_column(TargetInfo *target, Stage *stage, const char *name,
 					  const char *role)
@@ -743,8 +734,10 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	UpsertCounts counts = {0, 0, 0, 0};
 	LedgerRun	run;
 	TargetInfo *target;
+	CitusTarget *ct;
 	TargetKey  *key;
 	Stage	   *stage;
+	char	   *staged = NULL;
 	KeyedBatch	batch;
 	char	  **setcols;
 	int			nset;
@@ -779,6 +772,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	SPI_connect();
 
 	target = target_open(args.target, ACL_SELECT | ACL_INSERT, false);
+	ct = citus_target_lookup(target, "etl_upsert_batch");
 	initStringInfo(&changes);
 	target = evolve_target(target, args.source, args.on_schema_change,
 						   ACL_SELECT | ACL_INSERT, false, &changes);
@@ -786,6 +780,8 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	progress_start("upsert", target->qualname, args.run_key);
 	run.target = target->qualname;
 	run.target_oid = target->relid;
+	if (ct)
+		citus_target_check_key(ct, target, args.key_columns);
 	key = target_key(target, args.key_columns);
 	if (args.order_by)
 		sql_check_sort_list(args.order_by, "order_by");
@@ -833,15 +829,23 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 		progress_phase("checking keys", stage->nrows);
 		batch = dedup_batch(target, key, stage, args.order_by);
 		progress_phase("merging", batch.nkeys);
-		merge_batch(target, key, stage, &batch, setcols, nset, args.newer_column, &counts);
+		if (ct)
+			staged = merge_on_shards(ct, target, key, stage, &batch, setcols, nset,
+									 args.newer_column, &counts);
+		else
+			merge_batch(target, key, stage, &batch, setcols, nset, args.newer_column, &counts);
 		if (args.delete_missing)
 		{
 			progress_phase("deleting", -1);
-			counts.deleted = delete_missing_rows(target, key, &batch, args.delete_missing);
+			counts.deleted = staged ?
+				citus_upsert_delete(target, key, staged, args.delete_missing) :
+				delete_missing_rows(target, key, &batch, args.delete_missing);
 			/* the error undoes the delete, which counts what it removes */
 			audit_empty(args.allow_shrink, stage->nrows, counts.deleted,
 						target->relname, "the slice delete_missing covers");
 		}
+		if (staged)
+			citus_upsert_drop(staged);
 		if (batch.copy)
 			stage_drop(batch.copy);
 	}

@@ -444,6 +444,20 @@ sql_append_key_match(StringInfo buf, const char *left, const char *right,
 }
 
 /*
+ * "incoming may overwrite stored" for newer_column: newer or equal, and NULL
+ * never wins.  ge is the column type's >= (target_newer_ge).
+ */
+void
+sql_append_newer_wins(StringInfo buf, const char *stored, const char *incoming,
+					  const char *column, const char *ge)
+{
+	const char *col = quote_identifier(column);
+
+	appendStringInfo(buf, "(%s.%s IS NULL OR coalesce(%s.%s %s %s.%s, false))",
+					 stored, col, incoming, col, ge, stored, col);
+}
+
+/*
  * Pin search_path to pg_catalog, pg_temp until AtEOXact_GUC(true, <the level
  * returned>).  Every statement idem_etl builds qualifies its names anyway;
  * this is the second wall, for statements that run with rights other than

@@ -37,6 +37,9 @@ extern void sql_append_key_match(StringInfo buf, const char *left,
 								 const char *right, char **names,
 								 char **eqops, int n, bool nulls_match);
 extern char *sql_operator(Oid opno);
+extern void sql_append_newer_wins(StringInfo buf, const char *stored,
+								  const char *incoming, const char *column,
+								  const char *ge);
 
 extern int	sql_pin_search_path(void);
 

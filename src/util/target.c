@@ -574,3 +574,22 @@ target_check_privileges(TargetInfo *target, char **columns, int ncolumns,
 		aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(target->relkind),
 					   target->qualname);
 }
+
+/* The >= of a newer_column's type, from its default btree operator class. */
+char *
+target_newer_ge(TargetColumn *col)
+{
+	TypeCacheEntry *tc = lookup_type_cache(col->typid, TYPECACHE_BTREE_OPFAMILY);
+	Oid			ge = InvalidOid;
+
+	if (OidIsValid(tc->btree_opf))
+		ge = get_opfamily_member(tc->btree_opf, tc->btree_opintype,
+								 tc->btree_opintype, BTGreaterEqualStrategyNumber);
+	if (!OidIsValid(ge))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("newer_column \"%s\" has type %s, which has no ordering",
+						col->name, format_type_be(col->typid)),
+				 errhint("Use a column of an ordered type, such as a timestamp or a version number.")));
+	return sql_operator(ge);
+}

@@ -58,5 +58,6 @@ extern const char *target_only(TargetInfo *target);
 extern char *target_alias(TargetInfo *target, const char *base);
 extern void target_check_row_security(Oid relid);
 extern void target_refuse_skipped_triggers(TargetInfo *target, Oid partoid);
+extern char *target_newer_ge(TargetColumn *col);
 
 #endif							/* IDEM_TARGET_H */

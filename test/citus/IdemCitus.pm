@@ -21,7 +21,7 @@ use Test::More;
 our @EXPORT = qw(citus_cluster citus_node sqlstate_of on_workers);
 
 # Every wait is bounded (poll_query_until polls for this many seconds).
-$PostgreSQL::Test::Utils::timeout_default = 120;
+$PostgreSQL::Test::Utils::timeout_default = 60;
 
 # citus_node(name, setting => value, ...): a started node with Citus and
 # idem_etl preloaded, listening on 127.0.0.1 as well as on its socket.
@@ -35,6 +35,8 @@ sub citus_node
 		max_prepared_transactions => '100',
 		'citus.shard_count' => '4',
 		'idem_etl.naptime' => '100ms',
+		# the tests look for shards in pg_class (Citus hides them otherwise)
+		'citus.show_shards_for_app_name_prefixes' => '*',
 		%settings);
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init;
