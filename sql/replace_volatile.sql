@@ -26,13 +26,15 @@ SELECT rows_loaded, skipped FROM etl_replace_partition('rvol.t', '2026-11-28',
     $$SELECT * FROM (VALUES ('2026-11-28'::date, 1, 'a'), ('2026-11-28', 2, 'b')) v(d, id, v)$$, run_key => 'k');
 SELECT pg_relation_filenode('rvol.t_20261128') AS filenode \gset
 -- the same rows again: skipped, although loaded_at and serial would differ
+-- (told by the fingerprint alone: no row is loaded, no sequence value drawn)
 SELECT rows_loaded, skipped FROM etl_replace_partition('rvol.t', '2026-11-28',
     $$SELECT * FROM (VALUES ('2026-11-28'::date, 1, 'a'), ('2026-11-28', 2, 'b')) v(d, id, v)$$, run_key => 'k');
 SELECT pg_relation_filenode('rvol.t_20261128') = :filenode AS not_rewritten;
 -- through etl_replace_partitions too
 SELECT rows_loaded, skipped FROM etl_replace_partitions('rvol.t',
     $$SELECT * FROM (VALUES ('2026-11-28'::date, 2, 'b'), ('2026-11-28', 1, 'a')) v(d, id, v)$$, run_key => 'k');
--- a changed row is a correction, and the defaults are filled in anew
+-- a changed row is a correction, and the defaults are filled in anew (the
+-- skipped reruns above drew no value of rvol.s: serial goes on from 3)
 SELECT rows_loaded, skipped FROM etl_replace_partition('rvol.t', '2026-11-28',
     $$SELECT * FROM (VALUES ('2026-11-28'::date, 1, 'a'), ('2026-11-28', 2, 'c')) v(d, id, v)$$, run_key => 'k');
 SELECT id, v, serial FROM rvol.t ORDER BY id;

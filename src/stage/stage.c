@@ -644,7 +644,7 @@ stage_put(StageReceiver *r, bool hashed, uint64 keyhash, Datum *values, bool *is
 {
 	if (r->into)
 		bulkload_put(r->into, values, isnull);
-	else
+	else if (r->rel)			/* none: stage_fingerprint_source */
 	{
 		tuplestore_putvalues(r->rel->store, r->desc, values, isnull);
 		r->rel->nrows++;
@@ -749,7 +749,7 @@ stage_receiver_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
  */
 static void
 run_source(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
-		   const char *order_by, Oid into)
+		   const char *order_by, Oid into, bool discard)
 {
 	TupleDesc	desc = CreateTemplateTupleDesc(stage->ncolumns);
 	StageReceiver r;
@@ -775,7 +775,7 @@ run_source(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
 	r.desc = desc;
 	if (OidIsValid(into))
 		r.into = bulkload_begin(into, target->relid, desc);
-	else
+	else if (!discard)
 		r.rel = stage_register("stage", desc);
 	r.stage = stage;
 	r.target = target;
@@ -818,9 +818,10 @@ run_source(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
 		MemoryContextDelete(r.prevcxt);
 
 	hashes_end(&r.hashes, stage);
-	if (r.into)
+	if (r.into || discard)
 	{
-		bulkload_end(r.into);
+		if (r.into)
+			bulkload_end(r.into);
 		stage->staged = NULL;
 		stage->name = NULL;
 		stage->ncollapsed = 0;
@@ -839,7 +840,7 @@ void
 stage_load(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
 		   const char *order_by)
 {
-	run_source(stage, target, key, collapse, order_by, InvalidOid);
+	run_source(stage, target, key, collapse, order_by, InvalidOid, false);
 }
 
 /*
@@ -849,7 +850,19 @@ stage_load(Stage *stage, TargetInfo *target, TargetKey *key, bool collapse,
 void
 stage_load_into(Stage *stage, TargetInfo *target, Oid into)
 {
-	run_source(stage, target, NULL, false, NULL, into);
+	run_source(stage, target, NULL, false, NULL, into, false);
+}
+
+/*
+ * Only the batch's number of rows and fingerprint: the source runs and its
+ * rows are hashed, not kept.  A rerun that the ledger may skip is told so
+ * without writing its rows anywhere (and then no WAL); the caller runs the
+ * source again to load it when it is not skipped.
+ */
+void
+stage_fingerprint_source(Stage *stage, TargetInfo *target)
+{
+	run_source(stage, target, NULL, false, NULL, InvalidOid, true);
 }
 
 /*

@@ -80,6 +80,7 @@ extern bool stage_has_column(Stage *stage, const char *name);
 extern void stage_load(Stage *stage, TargetInfo *target, TargetKey *key,
 					   bool collapse, const char *order_by);
 extern void stage_load_into(Stage *stage, TargetInfo *target, Oid into);
+extern void stage_fingerprint_source(Stage *stage, TargetInfo *target);
 extern char *stage_batch_fingerprint(Stage *stage, const char *options);
 extern char *stage_fingerprint(Stage *stage, const uint64 *sum, int64 nrows,
 							   const char *options);
