@@ -23,10 +23,12 @@
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "nodes/plannodes.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/plancache.h"
 
 #include "snapshot/snapshot.h"
 #include "stage/compare.h"
@@ -479,6 +481,24 @@ walk_shutdown(DestReceiver *self)
 }
 
 /*
+ * Whether plan reads the current versions in key order as it goes (by an
+ * index): a plan that sorts them reads them all before the first comes
+ * out, which would cost a changed batch more than the walk saves.
+ */
+static bool
+walk_plan_ordered(SPIPlanPtr plan)
+{
+	CachedPlan *cplan = SPI_plan_get_cached_plan(plan);
+	PlannedStmt *stmt = linitial_node(PlannedStmt, cplan->stmt_list);
+	Plan	   *top = stmt->planTree;
+	bool		ordered = !IsA(top, Sort) && !IsA(top, IncrementalSort) && !IsA(top, GatherMerge);
+
+	/* the plan is not saved: SPI took it with no resource owner */
+	ReleaseCachedPlan(cplan, NULL);
+	return ordered;
+}
+
+/*
  * True when, for a batch in key order (stage->key_sorted), no row opens a
  * version and no current version is to be ended: every row meets its key's
  * current version, live, dated no later than the row, with the same tracked
@@ -486,8 +506,9 @@ walk_shutdown(DestReceiver *self)
  * meets a row.  That is exactly when the query of snapshot_versions keeps
  * no row (and snapshot_write_deletes ends nothing), so the counts are all
  * rows unchanged.  The current versions are read once, in key order (by
- * the unique index of etl_snapshot_ddl, when there is one), and the walk
- * stops at the first difference: then the caller runs the query.
+ * the unique index of etl_snapshot_ddl; without an index that gives that
+ * order there is no walk), and the walk stops at the first difference:
+ * then the caller runs the query.
  */
 bool
 snapshot_versions_none(SnapshotSpec *s)
@@ -495,6 +516,7 @@ snapshot_versions_none(SnapshotSpec *s)
 	StagedRel  *stage = s->stage->staged;
 	StringInfoData sql;
 	SameWalk	w;
+	SPIPlanPtr	plan;
 	int			readptr;
 
 	Assert(s->stage->key_sorted);
@@ -513,6 +535,13 @@ snapshot_versions_none(SnapshotSpec *s)
 	snapshot_append_current(&sql, s, "c", false);
 	appendStringInfoString(&sql, " ORDER BY ");
 	sql_append_columns(&sql, "c", s->key->names, s->key->ncolumns);
+	plan = sql_prepare(sql.data, 0, NULL);
+	if (!walk_plan_ordered(plan))
+	{
+		/* a sort of every current version would come before any row */
+		SPI_freeplan(plan);
+		return false;
+	}
 
 	memset(&w, 0, sizeof(w));
 	w.pub.receiveSlot = walk_receive;
@@ -550,8 +579,7 @@ snapshot_versions_none(SnapshotSpec *s)
 	tuplestore_rescan(w.store);
 	walk_next_row(&w);
 
-	sql_exec_into(sql_prepare(sql.data, 0, NULL), (DestReceiver *) &w,
-				  "reading the current versions");
+	sql_exec_into(plan, (DestReceiver *) &w, "reading the current versions");
 
 	/* the rows after the last current version met none */
 	if (w.same && w.more && !w.met)
