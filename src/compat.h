@@ -34,6 +34,20 @@
 #endif
 
 /*
+ * object_aclcheck replaced the per-catalog aclcheck functions (16, commit
+ * c727f511bd): on 15, schemas' (the one idem_etl needs) by its old name.
+ */
+#if PG_VERSION_NUM < 160000
+#include "catalog/pg_namespace.h"
+static inline AclResult
+object_aclcheck(Oid classid, Oid objectid, Oid roleid, AclMode mode)
+{
+	Assert(classid == NamespaceRelationId);
+	return pg_namespace_aclcheck(objectid, roleid, mode);
+}
+#endif
+
+/*
  * get_database_name moved from commands/dbcommands.h to utils/lsyscache.h
  * (19).
  */

@@ -20,6 +20,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "miscadmin.h"
@@ -74,7 +76,7 @@ citus_upsert_stage(CitusTarget *ct, TargetInfo *target, char **columns,
 	StringInfoData sql;
 	int			nestlevel;
 
-	if (pg_namespace_aclcheck(nsp, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
+	if (object_aclcheck(NamespaceRelationId, nsp, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for schema %s", nspname),

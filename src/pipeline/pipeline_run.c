@@ -127,8 +127,9 @@ row_runnable(const PeriodRow *row, TimestampTz now)
  * The oldest open period this run may take (a rerun, or a retry that is
  * due), in *row; with on_failure 'block', *blocked when the oldest open
  * period may not run.  With max_parallel > 1 a period another run has is
- * passed over, and one taken is read again under its lock: another run may
- * have run it since.
+ * passed over (with 'block', a retry another run has blocks the periods
+ * after it as a failed one does), and one taken is read again under its
+ * lock: another run may have run it since.
  */
 static bool
 take_open(const Pipeline *p, TimestampTz now, PeriodRow *row, bool *blocked)
@@ -147,8 +148,16 @@ take_open(const Pipeline *p, TimestampTz now, PeriodRow *row, bool *blocked)
 		if (p->max_parallel == 1)
 			return true;
 		after = period_start(&p->period, row->n);
-		if (pipeline_lock_period(p, row->n) &&
-			oldest_open(p, now, true, after - 1, &again) && again.n == row->n)
+		if (!pipeline_lock_period(p, row->n))
+		{
+			if (p->block && strcmp(row->status, "retrying") == 0)
+			{
+				*blocked = true;
+				return false;
+			}
+			continue;
+		}
+		if (oldest_open(p, now, true, after - 1, &again) && again.n == row->n)
 		{
 			*row = again;
 			return true;
@@ -337,9 +346,8 @@ put_result(Tuplestorestate *store, TupleDesc desc, const PeriodCall *c,
 
 /*
  * Run a period or a range (kind: 'due', 'retry', 'rerun' or 'lookback').
- * A failure is recorded with its
- * error: retried after a backoff while attempts remain, else failed for
- * good.  Returns whether it succeeded.
+ * A failure is recorded with its error: retried after a backoff while
+ * attempts remain, else failed for good.  Returns whether it succeeded.
  */
 bool
 pipeline_run_call(PeriodCall *c, Tuplestorestate *store, TupleDesc desc)
