@@ -29,6 +29,7 @@
 #include "utils/syscache.h"
 
 #include "citus/citus_replace.h"
+#include "citus/citus_target.h"
 #include "util/sql.h"
 
 /*
@@ -40,27 +41,14 @@
 static bool
 citus_lookup(Oid relid, char **method, char **column, bool *coordinator)
 {
-	Oid			argtypes[1] = {OIDOID};
-	Datum		args[1] = {ObjectIdGetDatum(relid)};
 	bool		isnull;
 
-	if (!OidIsValid(get_extension_oid("citus", true)))
-		return false;
-	if (SPI_execute_with_args("SELECT p.partmethod::pg_catalog.text,"
-							  " CASE WHEN p.partmethod OPERATOR(pg_catalog.=) 'h'"
-							  " THEN pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) END,"
-							  " (SELECT g.groupid OPERATOR(pg_catalog.=) 0"
-							  " FROM pg_catalog.pg_dist_local_group g)"
-							  " FROM pg_catalog.pg_dist_partition p"
-							  " WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1",
-							  1, argtypes, args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not look up relation %u in pg_dist_partition", relid);
-	if (SPI_processed == 0)
+	if (!citus_dist_partition_row(relid))
 		return false;
 	*method = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	*column = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	*column = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
 	*coordinator = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-											  3, &isnull)) && !isnull;
+											  5, &isnull)) && !isnull;
 	return true;
 }
 

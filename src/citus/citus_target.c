@@ -28,8 +28,8 @@
  * node is the coordinator).  Without the extension citus, reads nothing
  * but pg_extension's index.
  */
-static bool
-dist_partition_row(Oid relid)
+bool
+citus_dist_partition_row(Oid relid)
 {
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1];
@@ -60,7 +60,7 @@ dist_partition_row(Oid relid)
 void
 citus_target_refuse(TargetInfo *target, const char *operation)
 {
-	if (!dist_partition_row(target->relid))
+	if (!citus_dist_partition_row(target->relid))
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -87,7 +87,7 @@ citus_target_lookup(TargetInfo *target, const char *operation)
 	bool		isnull;
 	CitusTarget *ct;
 
-	if (!dist_partition_row(target->relid))
+	if (!citus_dist_partition_row(target->relid))
 		return NULL;
 
 	method = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);

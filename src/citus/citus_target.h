@@ -22,6 +22,7 @@ typedef struct CitusTarget
 								 * single-shard */
 } CitusTarget;
 
+extern bool citus_dist_partition_row(Oid relid);
 extern CitusTarget *citus_target_lookup(TargetInfo *target, const char *operation);
 extern void citus_target_refuse(TargetInfo *target, const char *operation);
 extern void citus_target_check_key(CitusTarget *ct, TargetInfo *target,
