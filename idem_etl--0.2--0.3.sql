@@ -290,3 +290,17 @@ AS 'MODULE_PATHNAME', 'etl_pipeline_rerun'
 LANGUAGE C VOLATILE SECURITY INVOKER;
 COMMENT ON FUNCTION etl_pipeline_rerun(text, timestamptz, timestamptz)
     IS 'queue the periods of a pipeline starting from from_value to to_value to run again';
+
+-- Internal: a 128-bit hash of its arguments' binary images, which the
+-- Citus upsert compares on the shards (see src/stage/compare.c).
+CREATE FUNCTION idem_etl.image_hash(VARIADIC "any") RETURNS uuid
+AS 'MODULE_PATHNAME', 'idem_etl_image_hash'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+-- Internal: the batch that etl_upsert_batch is loading into a Citus table
+-- in this session, for the INSERT ... SELECT that sends it to the shards
+-- (see src/citus/citus_rows.c).
+CREATE FUNCTION idem_etl.citus_batch(columns smallint[], hash_columns smallint[])
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'idem_etl_citus_batch'
+LANGUAGE C STRICT VOLATILE;

@@ -173,6 +173,20 @@ CREATE FUNCTION idem_etl.same_image(VARIADIC "any") RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_etl_same_image'
 LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
+-- Internal: a 128-bit hash of its arguments' binary images, which the
+-- Citus upsert compares on the shards (see src/stage/compare.c).
+CREATE FUNCTION idem_etl.image_hash(VARIADIC "any") RETURNS uuid
+AS 'MODULE_PATHNAME', 'idem_etl_image_hash'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+-- Internal: the batch that etl_upsert_batch is loading into a Citus table
+-- in this session, for the INSERT ... SELECT that sends it to the shards
+-- (see src/citus/citus_rows.c).
+CREATE FUNCTION idem_etl.citus_batch(columns smallint[], hash_columns smallint[])
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'idem_etl_citus_batch'
+LANGUAGE C STRICT VOLATILE;
+
 -- key_columns, update_columns and exclude_columns are "any": a text array,
 -- or one string with a name or names separated by commas (src/util/args.c).
 CREATE FUNCTION etl_upsert_batch(

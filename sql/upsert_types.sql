@@ -301,6 +301,18 @@ SELECT idem_etl.same_image(1.0, 1.0) AS same, idem_etl.same_image(1.0, 1.00) AS 
 SELECT * FROM types.err($$SELECT idem_etl.same_image(1, 1, 2)$$);
 SELECT * FROM types.err($$SELECT idem_etl.same_image(1, 1::bigint)$$);
 
+-- idem_etl.image_hash, the Citus merge's change test: a 128-bit hash of the
+-- same images; equal images hash alike (a compressed value as its
+-- literal), and 1.0 against 1.00, a NULL's place, int against bigint differ
+CREATE TABLE types.long (v text);
+INSERT INTO types.long SELECT repeat('abc', 10000);
+SELECT idem_etl.image_hash(1.0, 'x'::text) = idem_etl.image_hash(1.0, 'x'::varchar) AS same,
+       idem_etl.image_hash(1.0) = idem_etl.image_hash(1.00) AS scale,
+       idem_etl.image_hash(NULL::int, 1) = idem_etl.image_hash(1, NULL::int) AS null_place,
+       idem_etl.image_hash(1) = idem_etl.image_hash(1::bigint) AS int_bigint,
+       (SELECT idem_etl.image_hash(v) FROM types.long) = idem_etl.image_hash(repeat('abc', 10000)) AS compressed,
+       (SELECT pg_column_compression(v) IS NOT NULL FROM types.long) AS was_compressed;
+
 SET client_min_messages = warning;
 DROP SCHEMA types CASCADE;
 DROP SCHEMA "My Schema; ""Q"" x" CASCADE;

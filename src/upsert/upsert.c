@@ -692,28 +692,6 @@ delete_missing_rows(TargetInfo *target, TargetKey *key, KeyedBatch *batch,
 	return (int64) sql_exec(sql.data);
 }
 
-/*
- * The merge of a batch into a Citus table (citus_upsert.c): the batch
- * copied into a table placed beside the target's shards, merged there;
- * returns the stage table, which the caller drops after the delete.
- */
-static char *
-merge_on_shards(CitusTarget *ct, TargetInfo *target, TargetKey *key, Stage *stage,
-				KeyedBatch *batch, char **setcols, int nset,
-				const char *newer_column, UpsertCounts *counts)
-{
-	char	   *staged = citus_upsert_stage(ct, target, stage->columns,
-											stage->ncolumns, batch->name);
-	CitusMerged merged = citus_upsert_merge(target, key, staged, stage->columns,
-											stage->ncolumns, setcols, nset,
-											newer_column);
-
-	counts->inserted = merged.inserted;
-	counts->updated = merged.written - merged.inserted;
-	counts->unchanged = batch->nkeys - merged.written;
-	return staged;
-}
-
 static void
 require_source_column(TargetInfo *target, Stage *stage, const char *name,
 					  const char *role)
@@ -737,7 +715,7 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 	CitusTarget *ct;
 	TargetKey  *key;
 	Stage	   *stage;
-	char	   *staged = NULL;
+	CitusBatch	cb;
 	KeyedBatch	batch;
 	char	  **setcols;
 	int			nset;
@@ -830,22 +808,31 @@ etl_upsert_batch(PG_FUNCTION_ARGS)
 		batch = dedup_batch(target, key, stage, args.order_by);
 		progress_phase("merging", batch.nkeys);
 		if (ct)
-			staged = merge_on_shards(ct, target, key, stage, &batch, setcols, nset,
-									 args.newer_column, &counts);
+		{
+			/* on the shards (citus_upsert.c) */
+			CitusMerged merged;
+
+			citus_upsert_begin(&cb, ct, target, key, batch.copy ? batch.copy : stage->staged,
+							   stage->columns, stage->ncolumns, batch.nkeys);
+			merged = citus_upsert_merge(&cb, setcols, nset, args.newer_column);
+			counts.inserted = merged.inserted;
+			counts.updated = merged.written - merged.inserted;
+			counts.unchanged = batch.nkeys - merged.written;
+		}
 		else
 			merge_batch(target, key, stage, &batch, setcols, nset, args.newer_column, &counts);
 		if (args.delete_missing)
 		{
 			progress_phase("deleting", -1);
-			counts.deleted = staged ?
-				citus_upsert_delete(target, key, staged, args.delete_missing) :
+			counts.deleted = ct ?
+				citus_upsert_delete(&cb, args.delete_missing) :
 				delete_missing_rows(target, key, &batch, args.delete_missing);
 			/* the error undoes the delete, which counts what it removes */
 			audit_empty(args.allow_shrink, stage->nrows, counts.deleted,
 						target->relname, "the slice delete_missing covers");
 		}
-		if (staged)
-			citus_upsert_drop(staged);
+		if (ct)
+			citus_upsert_end(&cb);
 		if (batch.copy)
 			stage_drop(batch.copy);
 	}

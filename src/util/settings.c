@@ -27,6 +27,8 @@ int			idem_run_retention = 90 * 24 * 3600;
 double		idem_min_replaced_ratio = 0;
 bool		idem_allow_shrink = false;
 bool		idem_track_progress = true;
+int			idem_citus_inline_rows = 1000;
+bool		idem_citus_parallel_shards = false;
 
 /* True in every process of a server that preloaded the library. */
 bool		idem_preloaded = false;
@@ -97,6 +99,17 @@ settings_define(void)
 							"Older runs are deleted by the janitor and etl_cleanup, except those a future skip or correction depends on; 0 keeps every run.",
 							&idem_run_retention, 90 * 24 * 3600, 0, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idem_etl.citus_inline_rows",
+							"Largest batch that etl_upsert_batch sends to a Citus table as the parameters of its statements.",
+							"Larger batches travel in a table placed beside the target's shards, created and dropped by the call; 0 always uses that table.",
+							&idem_citus_inline_rows, 1000, 0, 65535,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("idem_etl.citus_parallel_shards",
+							 "Run etl_upsert_batch's statements on a Citus table with a connection per shard.",
+							 "Off: Citus's sequential mode, one connection per worker, which costs less for batches of up to millions of rows on workers of few cores.",
+							 &idem_citus_parallel_shards, false,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("idem_etl");
 }

@@ -21,6 +21,8 @@ extern int	idem_max_backoff;	/* s */
 extern int	idem_job_retention; /* s */
 extern int	idem_run_retention; /* s; 0: keep every run */
 extern bool idem_track_progress;
+extern int	idem_citus_inline_rows;
+extern bool idem_citus_parallel_shards;
 
 /* True in every process of a server that preloaded the library. */
 extern bool idem_preloaded;

@@ -18,7 +18,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-our @EXPORT = qw(citus_cluster citus_node sqlstate_of on_workers);
+our @EXPORT = qw(citus_cluster citus_node sqlstate_of on_workers stage_tables_left);
 
 # Every wait is bounded (poll_query_until polls for this many seconds).
 $PostgreSQL::Test::Utils::timeout_default = 60;
@@ -90,6 +90,23 @@ sub on_workers
 {
 	my ($workers, $sql) = @_;
 	return join('|', map { $_->safe_psql('postgres', $sql) } @$workers);
+}
+
+# stage_tables_left(coordinator, workers): the tables etl_upsert_batch
+# creates for a Citus target (and their shards) still there, on the
+# coordinator (catalog and Citus metadata) and on each worker, joined by
+# "|": "0|0|0" when every call dropped its own.
+sub stage_tables_left
+{
+	my ($coord, $workers) = @_;
+	my $like = q{'^idem_etl_(batch|keys|changed)_'};
+	return join('|',
+		$coord->safe_psql('postgres', qq{
+			SELECT (SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::regclass::text ~ '(^|\.)idem_etl_(batch|keys|changed)_')
+			     + (SELECT count(*) FROM pg_dist_shard WHERE logicalrelid::regclass::text ~ '(^|\.)idem_etl_(batch|keys|changed)_')
+			     + (SELECT count(*) FROM pg_class WHERE relname ~ $like)
+			     + (SELECT count(*) FROM pg_dist_cleanup)}),
+		map { $_->safe_psql('postgres', "SELECT count(*) FROM pg_class WHERE relname ~ $like") } @$workers);
 }
 
 1;

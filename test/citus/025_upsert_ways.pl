@@ -1,0 +1,186 @@
+# The three ways a batch reaches the shards (citus_upsert.c), each chosen
+# where it should be and giving what a local table gives:
+# - a small batch as the statements' parameters: no table is created;
+# - a large batch mostly stored already: keys and hashes first, then only
+#   the rows that differ (an identical rerun writes nothing on any shard);
+# - a large batch mostly new: the whole batch in a table beside the shards;
+# with newer_column, a key-only table, column names that clash with the
+# statements' aliases, a transaction that already ran a parallel query,
+# an empty batch, and idem_etl.citus_batch() outside a call.
+use strict;
+use warnings;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemCitus;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my ($coord, @workers) = citus_cluster();
+
+# A distributed table and its local twin, with column names that are the
+# aliases the statements use (b, t, s, c, o, and the hash and row ones).
+$coord->safe_psql('postgres', q{
+	CREATE TABLE m (id int PRIMARY KEY, b text, t int, s numeric, c timestamptz,
+	                o text, idem_etl_hash text, idem_etl_row int);
+	SELECT create_distributed_table('m', 'id');
+	CREATE TABLE m_local (LIKE m INCLUDING ALL);
+	CREATE TABLE src (LIKE m);
+	INSERT INTO src SELECT g, 'b' || g, g % 10, g / 7.0, '2024-01-01'::timestamptz + g * interval '1 minute',
+	                       'o', 'h', g FROM generate_series(1, 2000) g;
+	CREATE TABLE keyonly (a int, b int, PRIMARY KEY (a, b));
+	SELECT create_distributed_table('keyonly', 'a');
+	CREATE TABLE keyonly_local (LIKE keyonly INCLUDING ALL);
+});
+
+# call(target, source, args): the call's counts, and its DEBUG lines about
+# the way it took
+sub call
+{
+	my ($target, $source, $args) = @_;
+	$args //= '';
+	my ($out, $err);
+	$coord->psql('postgres',
+		"SET client_min_messages = debug1; SELECT inserted, updated, unchanged, deleted FROM etl_upsert_batch('$target', \$\$$source\$\$$args)",
+		stdout => \$out, stderr => \$err, on_error_die => 1);
+	my @ways = $err =~ /DEBUG:  (\d+ of (?:the|a sample of) \d+ rows of the batch for "\w+" are (?:not )?stored as they are)/g;
+	return ($out, join('; ', @ways));
+}
+
+# both(source, args): the same call on m and m_local: counts and rows
+# must match; returns m's counts and its way
+sub both
+{
+	my ($source, $args, $name) = @_;
+	my ($out, $way) = call('m', $source, $args);
+	my ($local) = call('m_local', $source, $args);
+	is($out, $local, "$name: the counts of a local table ($local)");
+	is($coord->safe_psql('postgres', q{SELECT md5(string_agg(m::text, ',' ORDER BY id)) FROM m}),
+		$coord->safe_psql('postgres', q{SELECT md5(string_agg(m::text, ',' ORDER BY id)) FROM m_local m}),
+		"$name: the rows of a local table");
+	return ($out, $way);
+}
+
+sub shard_ids
+{
+	return $coord->safe_psql('postgres', 'SELECT last_value FROM pg_catalog.pg_dist_shardid_seq');
+}
+
+# The row versions of every placement of m (ctid, xmin, xmax)
+sub row_versions
+{
+	return $coord->safe_psql('postgres', q{
+		SELECT string_agg(result, ' ' ORDER BY shardid)
+		  FROM run_command_on_placements('m',
+		    $$SELECT md5(string_agg(ctid::text || xmin::text || xmax::text, ',' ORDER BY ctid)) FROM %s$$)});
+}
+
+# a small batch: parameters, no table (no shard id taken)
+my $ids = shard_ids();
+my ($out, $way) = both('SELECT * FROM src WHERE id <= 500', '', 'small batch');
+is($out, '500|0|0|0', 'small batch: inserted');
+is($way, '', 'small batch: no sample, no stage table');
+is(shard_ids(), $ids, 'small batch: no shard created');
+my $before = row_versions();
+($out) = both('SELECT * FROM src WHERE id <= 500', '', 'small batch rerun');
+is($out, '0|0|500|0', 'small batch rerun: unchanged');
+is(row_versions(), $before, 'small batch rerun: nothing written or locked on any shard');
+
+# a large batch, mostly new: the whole batch in a table
+($out, $way) = both('SELECT * FROM src', '', 'mostly new');
+is($out, '1500|0|500|0', 'mostly new: counts');
+like($way, qr/^\d+ of a sample of 1000 rows of the batch for "m" are stored as they are$/,
+	'mostly new: sampled, then sent whole');
+isnt(shard_ids(), $ids, 'mostly new: a stage table was created');
+
+# identical rerun: keys and hashes only, nothing written
+$before = row_versions();
+($out, $way) = both('SELECT * FROM src', '', 'identical rerun');
+is($out, '0|0|2000|0', 'identical rerun: unchanged');
+is($way, '1000 of a sample of 1000 rows of the batch for "m" are stored as they are; '
+	  . '0 of the 2000 rows of the batch for "m" are not stored as they are',
+	'identical rerun: by difference, none differs');
+is(row_versions(), $before, 'identical rerun: nothing written or locked on any shard');
+
+# 1% changed, 10 new: only those travel
+($out, $way) = both(q{SELECT id, b, CASE WHEN id % 100 = 0 THEN t + 1 ELSE t END AS t, s, c, o,
+                             idem_etl_hash, idem_etl_row FROM src
+                      UNION ALL SELECT id + 5000, b, t, s, c, o, idem_etl_hash, idem_etl_row FROM src WHERE id <= 10},
+	'', '1% changed');
+is($out, '10|20|1980|0', '1% changed: counts');
+like($way, qr/; 30 of the 2010 rows of the batch for "m" are not stored as they are$/,
+	'1% changed: only the 30 rows that differ travel');
+
+# a NULL where a value was, and a value where NULL was: both differ
+($out) = both(q{SELECT id, CASE WHEN id = 1 THEN NULL ELSE b END AS b, t, s, c,
+                       CASE WHEN id = 2 THEN NULL WHEN id = 3 THEN 'p' ELSE o END AS o,
+                       idem_etl_hash, idem_etl_row FROM m_local}, '', 'NULLs');
+is($out, '0|3|2007|0', 'NULLs: the three rows changed');
+# the same value with another scale (1.0 against 1.00) differs by image
+($out) = both(q{SELECT id, b, t, CASE WHEN id = 7 THEN 1.00 ELSE s END AS s, c, o, idem_etl_hash, idem_etl_row FROM m_local},
+	'', 'scale');
+is($out, '0|1|2009|0', 'scale: 1.00 is a change, as on a local table');
+
+# newer_column by difference: older rows never overwrite, newer ones do
+($out, $way) = both(q{SELECT id, b || 'x' AS b, t, s,
+                             c + CASE WHEN id % 200 = 0 THEN interval '1 day' WHEN id % 200 = 1 THEN interval '-1 day' ELSE interval '0' END AS c,
+                             o, idem_etl_hash, idem_etl_row
+                        FROM m_local WHERE id % 200 IN (0, 1)
+                      UNION ALL SELECT * FROM m_local WHERE id % 200 NOT IN (0, 1)},
+	", newer_column => 'c'", 'newer_column');
+is($out, '0|10|2000|0', 'newer_column: only the newer rows');
+like($way, qr/; 10 of the 2010 rows/, 'newer_column: by difference, the older rows left out');
+
+# update_columns: a change elsewhere is not one
+($out, $way) = both(q{SELECT id, b, t, s, c, 'other' AS o, idem_etl_hash, idem_etl_row FROM m_local},
+	", update_columns => 't'", 'update_columns');
+is($out, '0|0|2010|0', 'update_columns: o is not compared');
+
+# delete_missing by difference: the keys table holds every key
+($out) = both(q{SELECT * FROM m_local WHERE id <= 1990}, ", delete_missing => 'id > 1000'", 'delete_missing');
+is($out, '0|0|1990|20', 'delete_missing: the missing rows removed');
+# an empty batch removes the slice, with allow_shrink
+($out) = both(q{SELECT * FROM m_local WHERE false}, ", delete_missing => 'id > 1900', allow_shrink => true",
+	'empty batch');
+is($out, '0|0|0|90', 'empty batch: the slice removed');
+
+# a table of key columns only: nothing to compare but presence
+for my $t ('keyonly', 'keyonly_local')
+{
+	is($coord->safe_psql('postgres',
+			"SELECT inserted, updated, unchanged FROM etl_upsert_batch('$t', \$\$SELECT g % 50 AS a, g AS b FROM generate_series(1, 3000) g\$\$)"),
+		'3000|0|0', "$t: key-only first apply");
+	my ($o, $w) = call($t, 'SELECT g % 50 AS a, g AS b FROM generate_series(1, 3010) g');
+	is($o, '10|0|3000|0', "$t: key-only rerun with 10 new");
+	like($w, qr/10 of the 3010 rows/, "$t: key-only by difference") if $t eq 'keyonly';
+}
+is($coord->safe_psql('postgres', 'SELECT count(*), sum(b) FROM keyonly'), '3010|4531555',
+	'key-only: the rows');
+
+# a transaction that already ran a parallel query: Citus refuses its
+# sequential mode there, and the call goes on in parallel mode
+is($coord->safe_psql('postgres', q{
+	BEGIN;
+	SELECT count(*) FROM m \g /dev/null
+	SELECT inserted, updated, unchanged FROM etl_upsert_batch('m', $$SELECT id, b, t + 1 AS t, s, c, o, idem_etl_hash, idem_etl_row FROM m$$);
+	COMMIT;}),
+	'0|1900|0', 'after a parallel query in the transaction: the call goes on in parallel mode');
+
+is(stage_tables_left($coord, \@workers), '0|0|0',
+	'no stage table, shard or cleanup record left on the coordinator or the workers');
+
+# idem_etl.citus_batch(): internal, outside a call nothing to return, and
+# in one its columns must be named with the batch's types
+my ($state) = sqlstate_of($coord,
+	q{SELECT * FROM idem_etl.citus_batch('{1}', '{}') AS b(id int)});
+is($state, '55000', 'citus_batch outside a call: 55000');
+($state) = sqlstate_of($coord, q{SELECT * FROM etl_upsert_batch('m', 'SELECT * FROM m',
+	delete_missing => $$id IN (SELECT x FROM idem_etl.citus_batch('{1}', '{}') AS b(x bigint))$$)});
+is($state, '42804', 'citus_batch with a wrong column type: 42804');
+
+# image_hash is the same on every node for the same values
+is(on_workers(\@workers, q{SELECT idem_etl.image_hash(1, 'x'::text, NULL::int, 1.50::numeric, '2024-01-01'::timestamptz)::text}),
+	join('|', ($coord->safe_psql('postgres',
+		q{SELECT idem_etl.image_hash(1, 'x'::text, NULL::int, 1.50::numeric, '2024-01-01'::timestamptz)::text})) x 2),
+	'image_hash: the same on the coordinator and the workers');
+
+done_testing();
