@@ -26,6 +26,7 @@
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -41,6 +42,7 @@
  * when it fails.
  */
 static StagedRel *current_batch = NULL;
+static Oid	current_role = InvalidOid;	/* the role that loads it */
 
 static void
 forget_batch(void *arg)
@@ -59,6 +61,7 @@ citus_rows_publish(StagedRel *staged)
 	callback->arg = staged;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, callback);
 	current_batch = staged;
+	current_role = GetUserId();
 }
 
 void
@@ -122,6 +125,12 @@ idem_etl_citus_batch(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("no batch is being loaded into a Citus table in this session"),
 				 errdetail("idem_etl.citus_batch() is called by etl_upsert_batch while it loads a Citus table.")));
+	/* a function running as another role in the call sees nothing */
+	if (GetUserId() != current_role)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for the batch being loaded"),
+				 errdetail("Only the role that called etl_upsert_batch reads its batch.")));
 	desc = rel->desc;
 	cols = attnums_arg(PG_GETARG_ARRAYTYPE_P(0), desc, &ncols);
 	hcols = attnums_arg(PG_GETARG_ARRAYTYPE_P(1), desc, &nhcols);

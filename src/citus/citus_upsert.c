@@ -372,15 +372,35 @@ append_update(StringInfo sql, CitusBatch *cb, const char *from, const char *b,
 	}
 }
 
+/* A statement and the rows it processed, for sql_try */
+typedef struct Counted
+{
+	const char *sql;
+	uint64		rows;
+} Counted;
+
+static void
+exec_counted(void *arg)
+{
+	Counted    *c = (Counted *) arg;
+
+	c->rows = sql_exec(c->sql);
+}
+
 /*
  * Merge the batch from a table beside the shards, in two statements that
  * Citus pushes down to every shard, each counted by its row count alone (so
  * no row travels back to the coordinator):
  * - UPDATE ... FROM the table (append_update);
- * - INSERT ... SELECT the batch rows whose key is not stored, with ON
- *   CONFLICT for a key that another transaction inserts meanwhile (then
- *   counted as inserted, the inexactness the counts of a local target
- *   have under concurrent writes of the same keys).
+ * - the batch rows whose key is not stored: on a hash-distributed table a
+ *   MERGE ... WHEN NOT MATCHED THEN INSERT, whose plain inserts cost half
+ *   what ON CONFLICT's speculative ones do (1,000,000 rows: 0.97 s against
+ *   1.94 s); when another transaction inserts one of the keys meanwhile
+ *   (23505), or where Citus takes no MERGE (reference and single-shard
+ *   tables) or the key's NULLs match, INSERT ... SELECT ... WHERE NOT EXISTS
+ *   ... ON CONFLICT, which counts such a key as inserted (the inexactness
+ *   the counts of a local target have under concurrent writes of the same
+ *   keys).
  * Unchanged rows are dropped by the joins on the shards, so an identical
  * rerun writes and locks nothing.  Counting by RETURNING (xmax 0 on the
  * shard) would bring a boolean per written row to the coordinator: 2.8 s
@@ -397,6 +417,7 @@ merge_from_table(CitusBatch *cb, const char *table, char **setcols, int nset,
 	const char *b = target_alias(target, "b");
 	const char *o = target_alias(target, "o");
 	CitusMerged merged = {0, 0};
+	bool		inserted = false;
 
 	initStringInfo(&sql);
 	if (nset > 0)
@@ -407,19 +428,49 @@ merge_from_table(CitusBatch *cb, const char *table, char **setcols, int nset,
 		resetStringInfo(&sql);
 	}
 
-	appendStringInfo(&sql, "INSERT INTO %s AS t (", target->qualname);
-	sql_append_columns(&sql, NULL, cb->columns, cb->ncolumns);
-	appendStringInfoString(&sql, ") SELECT ");
-	sql_append_columns(&sql, b, cb->columns, cb->ncolumns);
-	appendStringInfo(&sql, " FROM %s %s WHERE NOT EXISTS (SELECT 1 FROM %s %s WHERE ",
-					 table, b, target->qualname, o);
-	sql_append_key_match(&sql, o, b, key->names, key->eqops, key->ncolumns,
-						 key->nulls_not_distinct);
-	appendStringInfoString(&sql, ") ON CONFLICT (");
-	sql_append_columns(&sql, NULL, key->names, key->ncolumns);
-	appendStringInfoString(&sql, ") ");
-	append_conflict_update(&sql, setcols, nset, newer_column, ge);
-	merged.inserted = (int64) sql_exec(sql.data);
+	if (cb->ct->kind == CITUS_DISTRIBUTED && cb->ct->dist_column != NULL &&
+		!key->nulls_not_distinct)
+	{
+		Counted		merge;
+		ErrorData  *failure;
+
+		appendStringInfo(&sql, "MERGE INTO %s AS t USING %s %s ON ", target->qualname, table, b);
+		sql_append_key_match(&sql, "t", b, key->names, key->eqops, key->ncolumns, false);
+		appendStringInfoString(&sql, " WHEN NOT MATCHED THEN INSERT (");
+		sql_append_columns(&sql, NULL, cb->columns, cb->ncolumns);
+		appendStringInfoString(&sql, ") VALUES (");
+		sql_append_columns(&sql, b, cb->columns, cb->ncolumns);
+		appendStringInfoChar(&sql, ')');
+		merge.sql = sql.data;
+		failure = sql_try(exec_counted, &merge);
+		if (failure == NULL)
+		{
+			merged.inserted = (int64) merge.rows;
+			inserted = true;
+		}
+		else if (failure->sqlerrcode == ERRCODE_UNIQUE_VIOLATION)
+			FreeErrorData(failure);
+		else
+			ReThrowError(failure);
+		resetStringInfo(&sql);
+	}
+
+	if (!inserted)
+	{
+		appendStringInfo(&sql, "INSERT INTO %s AS t (", target->qualname);
+		sql_append_columns(&sql, NULL, cb->columns, cb->ncolumns);
+		appendStringInfoString(&sql, ") SELECT ");
+		sql_append_columns(&sql, b, cb->columns, cb->ncolumns);
+		appendStringInfo(&sql, " FROM %s %s WHERE NOT EXISTS (SELECT 1 FROM %s %s WHERE ",
+						 table, b, target->qualname, o);
+		sql_append_key_match(&sql, o, b, key->names, key->eqops, key->ncolumns,
+							 key->nulls_not_distinct);
+		appendStringInfoString(&sql, ") ON CONFLICT (");
+		sql_append_columns(&sql, NULL, key->names, key->ncolumns);
+		appendStringInfoString(&sql, ") ");
+		append_conflict_update(&sql, setcols, nset, newer_column, ge);
+		merged.inserted = (int64) sql_exec(sql.data);
+	}
 	merged.written += merged.inserted;
 	return merged;
 }
@@ -513,15 +564,23 @@ merge_inline(CitusBatch *cb, char **setcols, int nset, const char *newer_column,
 	return merged;
 }
 
+/* What a sample of the batch found on the shards */
+typedef enum BatchWay
+{
+	WAY_NEW,					/* no sampled key is stored */
+	WAY_WHOLE,					/* at most half the sampled rows are stored as
+								 * they are */
+	WAY_DIFFERENCE				/* most are */
+} BatchWay;
+
 /*
- * Does most of the batch stand in the target as it is?  One row in every
- * nkeys / SAMPLE_ROWS is looked up on the shards: sending keys and hashes
- * first pays when most rows then need not travel, and costs a third more
- * when most must (doc/performance.md).  No for a sample wider than
- * work_mem.
+ * How a large batch should travel: one row in every nkeys / SAMPLE_ROWS is
+ * looked up on the shards.  Sending keys and hashes first pays when most
+ * rows then need not travel, and costs a third more when most must
+ * (doc/performance.md).  Whole for a sample wider than work_mem.
  */
-static bool
-mostly_stored(CitusBatch *cb, char **setcols, int nset)
+static BatchWay
+sample_batch(CitusBatch *cb, char **setcols, int nset)
 {
 	TargetKey  *key = cb->key;
 	CitusRows	sample;
@@ -529,32 +588,71 @@ mostly_stored(CitusBatch *cb, char **setcols, int nset)
 	StringInfoData sql;
 	const char *s = target_alias(cb->target, "s");
 	int64		every = (cb->nkeys + SAMPLE_ROWS - 1) / SAMPLE_ROWS;
-	int64		stored;
-	bool		mostly;
+	int64		keys;
+	int64		same;
+	int			nrows;
 
 	if ((int64) cb->ncolumns * SAMPLE_ROWS > MAX_PARAMS ||
 		!citus_rows_read(cb->staged, every, SAMPLE_ROWS, (Size) work_mem * 1024, &sample))
-		return false;
+		return WAY_WHOLE;
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT pg_catalog.count(*)::pg_catalog.int8 FROM %s AS t JOIN ",
-					 cb->target->qualname);
+	appendStringInfoString(&sql, "SELECT pg_catalog.count(*)::pg_catalog.int8, pg_catalog.count(*) FILTER (WHERE ");
+	if (nset > 0)
+		append_differs(&sql, "t", s, setcols, nset);
+	else
+		appendStringInfoString(&sql, "false");
+	appendStringInfo(&sql, ")::pg_catalog.int8 FROM %s AS t JOIN ", cb->target->qualname);
 	append_values(&sql, cb, &sample, cb->columns, cb->ncolumns, s, &params);
 	appendStringInfoString(&sql, " ON ");
 	sql_append_key_match(&sql, "t", s, key->names, key->eqops, key->ncolumns,
 						 key->nulls_not_distinct);
-	if (nset > 0)
-	{
-		appendStringInfoString(&sql, " WHERE NOT ");
-		append_differs(&sql, "t", s, setcols, nset);
-	}
 	(void) citus_rows_exec(sql.data, &params);
-	stored = sql_result_int8(1);
-	ereport(DEBUG1,
-			(errmsg_internal("%lld of a sample of %d rows of the batch for \"%s\" are stored as they are",
-							 (long long) stored, sample.nrows, cb->target->relname)));
-	mostly = stored * 2 > sample.nrows;
+	keys = sql_result_int8(1);
+	same = keys - sql_result_int8(2);
+	nrows = sample.nrows;
 	citus_rows_free(&sample);
-	return mostly;
+	ereport(DEBUG1,
+			(errmsg_internal("%lld of a sample of %d rows of the batch for \"%s\" are stored as they are, %lld keys stored",
+							 (long long) same, nrows, cb->target->relname, (long long) keys)));
+	if (keys == 0)
+		return WAY_NEW;
+	return same * 2 > nrows ? WAY_DIFFERENCE : WAY_WHOLE;
+}
+
+/*
+ * When no sampled key is stored (a first load, new keys only): the batch
+ * straight into the target by INSERT ... SELECT, which Citus copies to the
+ * target's shards, with no table beside them and no merge.  In a
+ * subtransaction: if a key is stored after all, nothing of it is left and
+ * the caller merges (false).  Citus reports the shards' errors in a COPY
+ * without their SQLSTATE, so any error but a cancel sends the batch to the
+ * merge: one that is not about a stored key comes again from the merge.
+ */
+static bool
+insert_new(CitusBatch *cb, CitusMerged *merged)
+{
+	StringInfoData sql;
+	Counted		insert;
+	ErrorData  *failure;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "INSERT INTO %s (", cb->target->qualname);
+	sql_append_columns(&sql, NULL, cb->columns, cb->ncolumns);
+	appendStringInfoString(&sql, ") ");
+	append_batch_select(&sql, cb, target_alias(cb->target, "b"), cb->columns, cb->ncolumns,
+						NULL, 0, NULL);
+	insert.sql = sql.data;
+	failure = sql_try(exec_counted, &insert);
+	if (failure == NULL)
+	{
+		merged->inserted = merged->written = (int64) insert.rows;
+		return true;
+	}
+	ereport(DEBUG1,
+			(errmsg_internal("the batch for \"%s\" could not go straight in (%s); merging",
+							 cb->target->relname, failure->message)));
+	FreeErrorData(failure);
+	return false;
 }
 
 /*
@@ -639,6 +737,7 @@ citus_upsert_merge(CitusBatch *cb, char **setcols, int nset, const char *newer_c
 	StringInfoData sql;
 	char	   *changed;
 	int64		nchanged;
+	BatchWay	way;
 
 	if (cb->nkeys == 0)
 	{
@@ -653,7 +752,16 @@ citus_upsert_merge(CitusBatch *cb, char **setcols, int nset, const char *newer_c
 		return merge_inline(cb, setcols, nset, newer_column, ge);
 
 	initStringInfo(&sql);
-	if (!mostly_stored(cb, setcols, nset))
+	way = sample_batch(cb, setcols, nset);
+	if (way == WAY_NEW)
+	{
+		CitusMerged inserted = {0, 0};
+
+		if (insert_new(cb, &inserted))
+			return inserted;
+		way = WAY_WHOLE;
+	}
+	if (way == WAY_WHOLE)
 	{
 		append_batch_select(&sql, cb, b, cb->columns, cb->ncolumns, NULL, 0, NULL);
 		cb->keys_table = stage_table(cb, "batch", sql.data);
@@ -698,6 +806,15 @@ citus_upsert_delete(CitusBatch *cb, const char *condition)
 	if (cb->nkeys == 0)
 		return (int64) sql_exec(sql.data);
 	appendStringInfoString(&sql, " AND NOT EXISTS (SELECT 1 FROM ");
+	if (cb->keys_table == NULL && cb->rows.rows == NULL)
+	{
+		/* the batch went straight into the target (insert_new) */
+		StringInfoData keys;
+
+		initStringInfo(&keys);
+		append_batch_select(&keys, cb, b, key->names, key->ncolumns, NULL, 0, NULL);
+		cb->keys_table = stage_table(cb, "keys", keys.data);
+	}
 	if (cb->keys_table)
 		appendStringInfo(&sql, "%s %s", cb->keys_table, b);
 	else

@@ -1,12 +1,15 @@
-# The three ways a batch reaches the shards (citus_upsert.c), each chosen
-# where it should be and giving what a local table gives:
+# The ways a batch reaches the shards (citus_upsert.c), each chosen where
+# it should be and giving what a local table gives:
 # - a small batch as the statements' parameters: no table is created;
+# - a large batch of new keys only straight into the target (and merged
+#   after all when a key is stored);
 # - a large batch mostly stored already: keys and hashes first, then only
 #   the rows that differ (an identical rerun writes nothing on any shard);
 # - a large batch mostly new: the whole batch in a table beside the shards;
 # with newer_column, a key-only table, column names that clash with the
 # statements' aliases, a transaction that already ran a parallel query,
-# an empty batch, and idem_etl.citus_batch() outside a call.
+# an empty batch, and idem_etl.citus_batch() outside a call or as another
+# role.
 use strict;
 use warnings;
 use FindBin;
@@ -42,7 +45,7 @@ sub call
 	$coord->psql('postgres',
 		"SET client_min_messages = debug1; SELECT inserted, updated, unchanged, deleted FROM etl_upsert_batch('$target', \$\$$source\$\$$args)",
 		stdout => \$out, stderr => \$err, on_error_die => 1);
-	my @ways = $err =~ /DEBUG:  (\d+ of (?:the|a sample of) \d+ rows of the batch for "\w+" are (?:not )?stored as they are)/g;
+	my @ways = $err =~ /DEBUG:  (\d+ of (?:the|a sample of) \d+ rows of the batch for "\w+" are (?:not )?stored as they are(?:, \d+ keys stored)?|the batch for "\w+" could not go straight in)/g;
 	return ($out, join('; ', @ways));
 }
 
@@ -88,7 +91,7 @@ is(row_versions(), $before, 'small batch rerun: nothing written or locked on any
 # a large batch, mostly new: the whole batch in a table
 ($out, $way) = both('SELECT * FROM src', '', 'mostly new');
 is($out, '1500|0|500|0', 'mostly new: counts');
-like($way, qr/^\d+ of a sample of 1000 rows of the batch for "m" are stored as they are$/,
+like($way, qr/^\d+ of a sample of 1000 rows of the batch for "m" are stored as they are, [1-9]\d* keys stored$/,
 	'mostly new: sampled, then sent whole');
 isnt(shard_ids(), $ids, 'mostly new: a stage table was created');
 
@@ -96,7 +99,7 @@ isnt(shard_ids(), $ids, 'mostly new: a stage table was created');
 $before = row_versions();
 ($out, $way) = both('SELECT * FROM src', '', 'identical rerun');
 is($out, '0|0|2000|0', 'identical rerun: unchanged');
-is($way, '1000 of a sample of 1000 rows of the batch for "m" are stored as they are; '
+is($way, '1000 of a sample of 1000 rows of the batch for "m" are stored as they are, 1000 keys stored; '
 	  . '0 of the 2000 rows of the batch for "m" are not stored as they are',
 	'identical rerun: by difference, none differs');
 is(row_versions(), $before, 'identical rerun: nothing written or locked on any shard');
@@ -165,6 +168,42 @@ is($coord->safe_psql('postgres', q{
 	COMMIT;}),
 	'0|1900|0', 'after a parallel query in the transaction: the call goes on in parallel mode');
 
+# new keys only: straight into the target, no table beside the shards
+$coord->safe_psql('postgres', q{
+	CREATE TABLE n (id int PRIMARY KEY, v text);
+	SELECT create_distributed_table('n', 'id');
+	CREATE TABLE n_local (LIKE n INCLUDING ALL);
+});
+# both_n(source, args): the call on n and n_local, as both() does
+sub both_n
+{
+	my ($source, $args, $name) = @_;
+	my ($out, $way) = call('n', $source, $args);
+	my ($local) = call('n_local', $source, $args);
+	is($out, $local, "$name: the counts of a local table ($local)");
+	is($coord->safe_psql('postgres', q{SELECT md5(string_agg(n::text, ',' ORDER BY id)) FROM n}),
+		$coord->safe_psql('postgres', q{SELECT md5(string_agg(n::text, ',' ORDER BY id)) FROM n_local n}),
+		"$name: the rows of a local table");
+	return ($out, $way);
+}
+$ids = shard_ids();
+($out, $way) = both_n(q{SELECT g AS id, 'v' || g AS v FROM generate_series(1, 3000) g}, '', 'new keys');
+is($out, '3000|0|0|0', 'new keys: inserted');
+is($way, '0 of a sample of 1000 rows of the batch for "n" are stored as they are, 0 keys stored',
+	'new keys: no sampled key stored');
+is(shard_ids(), $ids, 'new keys: straight into the target, no stage table');
+# a stored key the sample missed (the second row; one in three is read)
+($out, $way) = both_n(q{SELECT CASE WHEN g = 3002 THEN 1500 ELSE g END AS id,
+                               'v' || CASE WHEN g = 3002 THEN 1500 ELSE g END AS v
+                          FROM generate_series(3001, 6000) g}, '', 'a stored key after all');
+is($out, '2999|0|1|0', 'a stored key after all: merged');
+like($way, qr/0 keys stored; the batch for "n" could not go straight in$/,
+	'a stored key after all: the insert gave way to the merge');
+# delete_missing after new keys: the keys go beside the shards for it
+($out) = both_n(q{SELECT g AS id, 'v' || g AS v FROM generate_series(6001, 8000) g},
+	", delete_missing => 'id > 5000'", 'new keys and delete_missing');
+is($out, '2000|0|0|1000', 'new keys and delete_missing: the missing rows removed');
+
 is(stage_tables_left($coord, \@workers), '0|0|0',
 	'no stage table, shard or cleanup record left on the coordinator or the workers');
 
@@ -176,6 +215,15 @@ is($state, '55000', 'citus_batch outside a call: 55000');
 ($state) = sqlstate_of($coord, q{SELECT * FROM etl_upsert_batch('m', 'SELECT * FROM m',
 	delete_missing => $$id IN (SELECT x FROM idem_etl.citus_batch('{1}', '{}') AS b(x bigint))$$)});
 is($state, '42804', 'citus_batch with a wrong column type: 42804');
+$coord->safe_psql('postgres', q{
+	CREATE ROLE other;
+	CREATE FUNCTION peek_ids() RETURNS SETOF int LANGUAGE sql SECURITY DEFINER
+	  AS $$SELECT id FROM idem_etl.citus_batch('{1}', '{}') AS b(id int)$$;
+	ALTER FUNCTION peek_ids() OWNER TO other;
+});
+($state) = sqlstate_of($coord, q{SELECT * FROM etl_upsert_batch('m', 'SELECT * FROM m',
+	delete_missing => $$id IN (SELECT peek_ids())$$)});
+is($state, '42501', 'citus_batch in a function running as another role: 42501');
 
 # image_hash is the same on every node for the same values
 is(on_workers(\@workers, q{SELECT idem_etl.image_hash(1, 'x'::text, NULL::int, 1.50::numeric, '2024-01-01'::timestamptz)::text}),
