@@ -14,8 +14,10 @@
  * idem_etl.image_hash(v1, v2, ...) is a 128-bit hash (as a uuid) of the same
  * images: on Citus, the coordinator sends the shards each batch row's key
  * and hash, and only the rows whose stored row hashes otherwise travel in
- * full (citus_probe.c).  Equal images hash alike on every node, whatever its
- * settings; a changed row hashes like its stored one with a chance of 2^-128.
+ * full (citus_upsert.c).  Equal images hash alike on every node, whatever its
+ * settings; a changed row hashes like its stored one by chance with a
+ * probability of about 2^-128 (not a cryptographic hash: rows built to
+ * collide could).
  */
 #include "postgres.h"
 
