@@ -49,16 +49,18 @@ sub call
 	return ($out, join('; ', @ways));
 }
 
-# both(source, args): the same call on m and m_local: counts and rows
-# must match; returns m's counts and its way
+# both(source, args, name[, table]): the same call on table (m by default)
+# and its local twin: counts and rows must match; returns the table's
+# counts and its way
 sub both
 {
-	my ($source, $args, $name) = @_;
-	my ($out, $way) = call('m', $source, $args);
-	my ($local) = call('m_local', $source, $args);
+	my ($source, $args, $name, $t) = @_;
+	$t //= 'm';
+	my ($out, $way) = call($t, $source, $args);
+	my ($local) = call("${t}_local", $source, $args);
 	is($out, $local, "$name: the counts of a local table ($local)");
-	is($coord->safe_psql('postgres', q{SELECT md5(string_agg(m::text, ',' ORDER BY id)) FROM m}),
-		$coord->safe_psql('postgres', q{SELECT md5(string_agg(m::text, ',' ORDER BY id)) FROM m_local m}),
+	is($coord->safe_psql('postgres', "SELECT md5(string_agg(x::text, ',' ORDER BY id)) FROM $t x"),
+		$coord->safe_psql('postgres', "SELECT md5(string_agg(x::text, ',' ORDER BY id)) FROM ${t}_local x"),
 		"$name: the rows of a local table");
 	return ($out, $way);
 }
@@ -174,34 +176,22 @@ $coord->safe_psql('postgres', q{
 	SELECT create_distributed_table('n', 'id');
 	CREATE TABLE n_local (LIKE n INCLUDING ALL);
 });
-# both_n(source, args): the call on n and n_local, as both() does
-sub both_n
-{
-	my ($source, $args, $name) = @_;
-	my ($out, $way) = call('n', $source, $args);
-	my ($local) = call('n_local', $source, $args);
-	is($out, $local, "$name: the counts of a local table ($local)");
-	is($coord->safe_psql('postgres', q{SELECT md5(string_agg(n::text, ',' ORDER BY id)) FROM n}),
-		$coord->safe_psql('postgres', q{SELECT md5(string_agg(n::text, ',' ORDER BY id)) FROM n_local n}),
-		"$name: the rows of a local table");
-	return ($out, $way);
-}
 $ids = shard_ids();
-($out, $way) = both_n(q{SELECT g AS id, 'v' || g AS v FROM generate_series(1, 3000) g}, '', 'new keys');
+($out, $way) = both(q{SELECT g AS id, 'v' || g AS v FROM generate_series(1, 3000) g}, '', 'new keys', 'n');
 is($out, '3000|0|0|0', 'new keys: inserted');
 is($way, '0 of a sample of 1000 rows of the batch for "n" are stored as they are, 0 keys stored',
 	'new keys: no sampled key stored');
 is(shard_ids(), $ids, 'new keys: straight into the target, no stage table');
 # a stored key the sample missed (the second row; one in three is read)
-($out, $way) = both_n(q{SELECT CASE WHEN g = 3002 THEN 1500 ELSE g END AS id,
-                               'v' || CASE WHEN g = 3002 THEN 1500 ELSE g END AS v
-                          FROM generate_series(3001, 6000) g}, '', 'a stored key after all');
+($out, $way) = both(q{SELECT CASE WHEN g = 3002 THEN 1500 ELSE g END AS id,
+                             'v' || CASE WHEN g = 3002 THEN 1500 ELSE g END AS v
+                        FROM generate_series(3001, 6000) g}, '', 'a stored key after all', 'n');
 is($out, '2999|0|1|0', 'a stored key after all: merged');
 like($way, qr/0 keys stored; the batch for "n" could not go straight in$/,
 	'a stored key after all: the insert gave way to the merge');
 # delete_missing after new keys: the keys go beside the shards for it
-($out) = both_n(q{SELECT g AS id, 'v' || g AS v FROM generate_series(6001, 8000) g},
-	", delete_missing => 'id > 5000'", 'new keys and delete_missing');
+($out) = both(q{SELECT g AS id, 'v' || g AS v FROM generate_series(6001, 8000) g},
+	", delete_missing => 'id > 5000'", 'new keys and delete_missing', 'n');
 is($out, '2000|0|0|1000', 'new keys and delete_missing: the missing rows removed');
 
 is(stage_tables_left($coord, \@workers), '0|0|0',
