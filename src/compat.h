@@ -48,6 +48,15 @@ object_aclcheck(Oid classid, Oid objectid, Oid roleid, AclMode mode)
 #endif
 
 /*
+ * The varlena macros (VARDATA_ANY, VARSIZE_ANY_EXHDR, ...) were split off
+ * from postgres.h into varatt.h (16), which postgres.h stopped including
+ * (18).
+ */
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"
+#endif
+
+/*
  * get_database_name moved from commands/dbcommands.h to utils/lsyscache.h
  * (19).
  */

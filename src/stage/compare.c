@@ -21,6 +21,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "access/detoast.h"
 #include "access/tupmacs.h"
 #include "common/hashfn.h"
