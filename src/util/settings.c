@@ -102,7 +102,7 @@ settings_define(void)
 
 	DefineCustomIntVariable("idem_etl.citus_inline_rows",
 							"Largest batch that etl_upsert_batch sends to a Citus table as the parameters of its statements.",
-							"Larger batches travel in a table placed beside the target's shards, created and dropped by the call; 0 always uses that table.",
+							"Larger batches are sampled on the shards and go straight into the target, or through a table placed beside its shards, created and dropped by the call; 0 never sends a batch as parameters.",
 							&idem_citus_inline_rows, 1000, 0, 65535,
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomBoolVariable("idem_etl.citus_parallel_shards",
