@@ -205,6 +205,12 @@ is($state, '55000', 'citus_batch outside a call: 55000');
 ($state) = sqlstate_of($coord, q{SELECT * FROM etl_upsert_batch('m', 'SELECT * FROM m',
 	delete_missing => $$id IN (SELECT x FROM idem_etl.citus_batch('{1}', '{}') AS b(x bigint))$$)});
 is($state, '42804', 'citus_batch with a wrong column type: 42804');
+($state) = sqlstate_of($coord, q{SELECT * FROM etl_upsert_batch('m', 'SELECT * FROM m',
+	delete_missing => $$id IN (SELECT x FROM idem_etl.citus_batch('{1}', '{}') AS b(x int, y int))$$)});
+is($state, '42804', 'citus_batch with a column too many: 42804');
+($state) = sqlstate_of($coord, q{SELECT * FROM etl_upsert_batch('m', 'SELECT * FROM m',
+	delete_missing => $$id IN (SELECT x FROM idem_etl.citus_batch('{99}', '{}') AS b(x int))$$)});
+is($state, '22023', 'citus_batch asked for a column the batch has not: 22023');
 $coord->safe_psql('postgres', q{
 	CREATE ROLE other;
 	CREATE FUNCTION peek_ids() RETURNS SETOF int LANGUAGE sql SECURITY DEFINER
