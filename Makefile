@@ -18,6 +18,7 @@ OBJS = \
 	src/stage/source_rights.o \
 	src/stage/evolve.o \
 	src/citus/citus_replace.o \
+	src/citus/citus_ranges.o \
 	src/citus/citus_rows.o \
 	src/citus/citus_target.o \
 	src/citus/citus_upsert.o \

@@ -297,6 +297,13 @@ CREATE FUNCTION idem_etl.image_hash(VARIADIC "any") RETURNS uuid
 AS 'MODULE_PATHNAME', 'idem_etl_image_hash'
 LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
+-- Internal: half 0 or 1 of image_hash's value as a bigint, which sum()
+-- adds up: the Citus upsert compares ranges of keys by these sums (see
+-- src/citus/citus_ranges.c).
+CREATE FUNCTION idem_etl.image_hash_half(half integer, VARIADIC "any") RETURNS bigint
+AS 'MODULE_PATHNAME', 'idem_etl_image_hash_half'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
 -- Internal: the batch that etl_upsert_batch is loading into a Citus table
 -- in this session, for the INSERT ... SELECT that sends it to the shards
 -- (see src/citus/citus_rows.c).

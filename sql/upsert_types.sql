@@ -312,6 +312,17 @@ SELECT idem_etl.image_hash(1.0, 'x'::text) = idem_etl.image_hash(1.0, 'x'::varch
        idem_etl.image_hash(1) = idem_etl.image_hash(1::bigint) AS int_bigint,
        (SELECT idem_etl.image_hash(v) FROM types.long) = idem_etl.image_hash(repeat('abc', 10000)) AS compressed,
        (SELECT pg_column_compression(v) IS NOT NULL FROM types.long) AS was_compressed;
+-- idem_etl.image_hash_half: the hash's halves as bigints (the uuid's bytes,
+-- little-endian), which the Citus upsert sums by key range; 0 or 1 only
+WITH b AS (
+    SELECT half, sum(get_byte(uuid_send(idem_etl.image_hash(1, 'x'::text, NULL::int)), 8 * half + i)::numeric
+                     * 256::numeric ^ i) AS n
+      FROM generate_series(0, 1) half, generate_series(0, 7) i GROUP BY half)
+SELECT bool_and(idem_etl.image_hash_half(half, 1, 'x'::text, NULL::int) =
+                (CASE WHEN n >= 2::numeric ^ 63 THEN n - 2::numeric ^ 64 ELSE n END)::bigint) AS halves,
+       count(*) AS n
+  FROM b;
+SELECT * FROM types.err($$SELECT idem_etl.image_hash_half(2, 1)$$);
 
 SET client_min_messages = warning;
 DROP SCHEMA types CASCADE;

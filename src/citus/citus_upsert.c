@@ -24,8 +24,11 @@
  * - by difference: when most sampled rows are stored as they are, only
  *   each row's key and a 128-bit hash of its image go to the shards
  *   (idem_etl.image_hash, compare.c), which answer with the keys whose row
- *   is missing or differs; only those rows then travel in full.  An
- *   identical rerun sends the keys and hashes and nothing else.
+ *   is missing or differs; only those rows then travel in full.  When
+ *   every sampled row is stored as it is and the key is one integer column
+ *   with dense values, ranges of keys are compared first by their rows'
+ *   count and hash sums (citus_ranges.c), and only the rows of the ranges
+ *   that differ go on by difference: an identical rerun sends no row.
  *
  * From a table beside the shards, the merge is an UPDATE ... FROM and a
  * MERGE ... WHEN NOT MATCHED THEN INSERT (or INSERT ... ON CONFLICT), and
@@ -54,6 +57,7 @@
 #include "utils/lsyscache.h"
 #include "utils/ruleutils.h"
 
+#include "citus/citus_ranges.h"
 #include "citus/citus_upsert.h"
 #include "util/settings.h"
 #include "util/sql.h"
@@ -148,8 +152,8 @@ table_name(CitusBatch *cb, const char *what)
 }
 
 /* Where the batch's columns named names are in it (0-based) */
-static int *
-batch_atts(CitusBatch *cb, char **names, int n)
+int *
+citus_batch_atts(CitusBatch *cb, char **names, int n)
 {
 	int		   *atts = palloc(sizeof(int) * n);
 
@@ -169,7 +173,7 @@ static void
 append_values(StringInfo sql, CitusBatch *cb, CitusRows *rows, char **names,
 			  int n, const char *alias, CitusParams *params)
 {
-	citus_rows_append_values(sql, rows, batch_atts(cb, names, n), n, false, params);
+	citus_rows_append_values(sql, rows, citus_batch_atts(cb, names, n), n, false, params);
 	appendStringInfo(sql, " AS %s(", alias);
 	sql_append_columns(sql, NULL, names, n);
 	appendStringInfoChar(sql, ')');
@@ -194,7 +198,7 @@ exec_counted(void *arg)
 static void
 append_attnums(StringInfo sql, CitusBatch *cb, char **names, int n)
 {
-	int		   *atts = batch_atts(cb, names, n);
+	int		   *atts = citus_batch_atts(cb, names, n);
 
 	appendStringInfoString(sql, "'{");
 	for (int i = 0; i < n; i++)
@@ -223,7 +227,7 @@ static void
 append_batch_select(StringInfo sql, CitusBatch *cb, const char *b, char **names,
 					int n, char **hashcols, int nhash, const char *hash)
 {
-	int		   *atts = batch_atts(cb, names, n);
+	int		   *atts = citus_batch_atts(cb, names, n);
 
 	appendStringInfoString(sql, "SELECT * FROM idem_etl.citus_batch(");
 	append_attnums(sql, cb, names, n);
@@ -503,7 +507,7 @@ merge_inline(CitusBatch *cb, char **setcols, int nset, const char *newer_column,
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT %s.%s FROM %s AS t JOIN ", b, n, target->qualname);
-	citus_rows_append_values(&sql, &cb->rows, batch_atts(cb, key->names, key->ncolumns),
+	citus_rows_append_values(&sql, &cb->rows, citus_batch_atts(cb, key->names, key->ncolumns),
 							 key->ncolumns, true, &params);
 	appendStringInfo(&sql, " AS %s(%s, ", b, n);
 	sql_append_columns(&sql, NULL, key->names, key->ncolumns);
@@ -551,7 +555,7 @@ merge_inline(CitusBatch *cb, char **setcols, int nset, const char *newer_column,
 		appendStringInfoString(&sql, ") ");
 		/* "(VALUES ...)" less its parentheses */
 		initStringInfo(&from);
-		citus_rows_append_values(&from, &absent, batch_atts(cb, cb->columns, cb->ncolumns),
+		citus_rows_append_values(&from, &absent, citus_batch_atts(cb, cb->columns, cb->ncolumns),
 								 cb->ncolumns, false, &params);
 		appendBinaryStringInfo(&sql, from.data + 1, from.len - 2);
 		appendStringInfoString(&sql, " ON CONFLICT (");
@@ -572,7 +576,8 @@ typedef enum BatchWay
 	WAY_NEW,					/* no sampled key is stored */
 	WAY_WHOLE,					/* at most half the sampled rows are stored as
 								 * they are */
-	WAY_DIFFERENCE				/* most are */
+	WAY_DIFFERENCE,				/* most are */
+	WAY_SAME					/* all are */
 } BatchWay;
 
 /*
@@ -618,6 +623,8 @@ sample_batch(CitusBatch *cb, char **setcols, int nset)
 							 (long long) same, nrows, cb->target->relname, (long long) keys)));
 	if (keys == 0)
 		return WAY_NEW;
+	if (same == nrows)
+		return WAY_SAME;
 	return same * 2 > nrows ? WAY_DIFFERENCE : WAY_WHOLE;
 }
 
@@ -662,11 +669,12 @@ insert_new(CitusBatch *cb, CitusMerged *merged)
  * a table beside the shards with each row's key (and newer_column) and the
  * hash of the columns to set; the shards' answer, the keys whose stored row
  * is missing or hashes otherwise (and, with newer_column, is not newer), in
- * a local table.  Returns that table's name, and its number of rows.
+ * a local table.  Only of the rows for which condition (over alias b)
+ * holds, when not NULL.  Returns that table's name, and its number of rows.
  */
 static char *
 changed_keys(CitusBatch *cb, char **setcols, int nset, const char *newer_column,
-			 const char *ge, int64 *nchanged)
+			 const char *ge, const char *condition, int64 *nchanged)
 {
 	TargetInfo *target = cb->target;
 	TargetKey  *key = cb->key;
@@ -689,8 +697,12 @@ changed_keys(CitusBatch *cb, char **setcols, int nset, const char *newer_column,
 	initStringInfo(&sql);
 	append_batch_select(&sql, cb, b, names, key->ncolumns + (newer_extra ? 1 : 0),
 						setcols, nset, h);
+	if (condition)
+		appendStringInfo(&sql, " WHERE %s", condition);
 	keys = stage_table(cb, "keys", sql.data);
-	cb->keys_table = keys;
+	/* the delete needs all the keys */
+	if (condition == NULL)
+		cb->keys_table = keys;
 
 	changed = table_name(cb, "changed");
 	resetStringInfo(&sql);
@@ -738,6 +750,7 @@ citus_upsert_merge(CitusBatch *cb, char **setcols, int nset, const char *newer_c
 	const char *c = target_alias(target, "c");
 	StringInfoData sql;
 	char	   *changed;
+	char	   *differ = NULL;
 	int64		nchanged;
 	BatchWay	way;
 
@@ -770,7 +783,14 @@ citus_upsert_merge(CitusBatch *cb, char **setcols, int nset, const char *newer_c
 		return merge_from_table(cb, cb->keys_table, setcols, nset, newer_column, ge);
 	}
 
-	changed = changed_keys(cb, setcols, nset, newer_column, ge, &nchanged);
+	if (way == WAY_SAME && citus_ranges_compare(cb, setcols, nset, b, &differ) &&
+		differ == NULL)
+	{
+		CitusMerged none = {0, 0};
+
+		return none;
+	}
+	changed = changed_keys(cb, setcols, nset, newer_column, ge, differ, &nchanged);
 	ereport(DEBUG1,
 			(errmsg_internal("%lld of the %lld rows of the batch for \"%s\" are not stored as they are",
 							 (long long) nchanged, (long long) cb->nkeys, target->relname)));

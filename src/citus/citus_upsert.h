@@ -43,6 +43,7 @@ typedef struct CitusMerged
 extern void citus_upsert_begin(CitusBatch *cb, CitusTarget *ct, TargetInfo *target,
 							   TargetKey *key, StagedRel *staged, char **columns,
 							   int ncolumns, int64 nkeys);
+extern int *citus_batch_atts(CitusBatch *cb, char **names, int n);
 extern CitusMerged citus_upsert_merge(CitusBatch *cb, char **setcols, int nset,
 									  const char *newer_column);
 extern int64 citus_upsert_delete(CitusBatch *cb, const char *condition);

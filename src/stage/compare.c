@@ -109,6 +109,7 @@ compare_image_hash_init(ImageHash *ih)
 {
 	ih->h[0] = UINT64CONST(0x243F6A8885A308D3);
 	ih->h[1] = UINT64CONST(0x13198A2E03707344);
+	ih->only = -1;
 }
 
 void
@@ -122,8 +123,10 @@ compare_image_hash_add(ImageHash *ih, int position, Datum value, bool isnull,
 	if (isnull)
 	{
 		/* apart from every value's hash: (NULL, x) and (x, NULL) differ */
-		ih->h[0] = hash_combine64(ih->h[0], UINT64CONST(0x9E3779B97F4A7C15) + position);
-		ih->h[1] = hash_combine64(ih->h[1], UINT64CONST(0xC2B2AE3D27D4EB4F) + position);
+		if (ih->only != 1)
+			ih->h[0] = hash_combine64(ih->h[0], UINT64CONST(0x9E3779B97F4A7C15) + position);
+		if (ih->only != 0)
+			ih->h[1] = hash_combine64(ih->h[1], UINT64CONST(0xC2B2AE3D27D4EB4F) + position);
 		return;
 	}
 	if (typbyval)
@@ -149,9 +152,11 @@ compare_image_hash_add(ImageHash *ih, int position, Datum value, bool isnull,
 		data = (const unsigned char *) DatumGetCString(value);
 		len = strlen((const char *) data);
 	}
-	ih->h[0] = hash_combine64(ih->h[0], hash_bytes_extended(data, len, position));
-	ih->h[1] = hash_combine64(ih->h[1], hash_bytes_extended(data, len,
-															UINT64CONST(0x5BD1E995) + position));
+	if (ih->only != 1)
+		ih->h[0] = hash_combine64(ih->h[0], hash_bytes_extended(data, len, position));
+	if (ih->only != 0)
+		ih->h[1] = hash_combine64(ih->h[1], hash_bytes_extended(data, len,
+																UINT64CONST(0x5BD1E995) + position));
 }
 
 Datum
@@ -180,6 +185,34 @@ idem_etl_image_hash(PG_FUNCTION_ARGS)
 		compare_image_hash_add(&ih, i, PG_GETARG_DATUM(i), PG_ARGISNULL(i),
 							   types[i].typlen, types[i].typbyval);
 	PG_RETURN_DATUM(compare_image_hash_result(&ih));
+}
+
+/*
+ * idem_etl.image_hash_half(half, v1, v2, ...): half 0 or 1 of
+ * idem_etl.image_hash(v1, v2, ...) as a bigint (the uuid's first or last
+ * eight bytes, little-endian), which sum() adds up on the shards; computes
+ * only that half.
+ */
+PG_FUNCTION_INFO_V1(idem_etl_image_hash_half);
+
+Datum
+idem_etl_image_hash_half(PG_FUNCTION_ARGS)
+{
+	ArgType    *types = arg_types(fcinfo);
+	ImageHash	ih;
+	int32		half;
+
+	if (PG_ARGISNULL(0) || (PG_GETARG_INT32(0) != 0 && PG_GETARG_INT32(0) != 1))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("half must be 0 or 1")));
+	half = PG_GETARG_INT32(0);
+	compare_image_hash_init(&ih);
+	ih.only = half;
+	for (int i = 1; i < PG_NARGS(); i++)
+		compare_image_hash_add(&ih, i - 1, PG_GETARG_DATUM(i), PG_ARGISNULL(i),
+							   types[i].typlen, types[i].typbyval);
+	PG_RETURN_INT64((int64) ih.h[half]);
 }
 
 /*

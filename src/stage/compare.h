@@ -12,6 +12,7 @@
 typedef struct ImageHash
 {
 	uint64		h[2];
+	int			only;			/* -1: both halves; 0 or 1: only that one */
 } ImageHash;
 
 extern void compare_image_hash_init(ImageHash *ih);

@@ -4,7 +4,11 @@
 # - a large batch of new keys only straight into the target (and merged
 #   after all when a key is stored);
 # - a large batch mostly stored already: keys and hashes first, then only
-#   the rows that differ (an identical rerun writes nothing on any shard);
+#   the rows that differ;
+# - a large batch whose sample is all stored as it is, with dense integer
+#   keys: ranges of keys compared by count and hash sums first, then only
+#   the rows of the ranges that differ (an identical rerun sends no row and
+#   writes nothing on any shard);
 # - a large batch mostly new: the whole batch in a table beside the shards;
 # with newer_column, a key-only table, column names that clash with the
 # statements' aliases, a transaction that already ran a parallel query,
@@ -45,7 +49,7 @@ sub call
 	$coord->psql('postgres',
 		"SET client_min_messages = debug1; SELECT inserted, updated, unchanged, deleted FROM etl_upsert_batch('$target', \$\$$source\$\$$args)",
 		stdout => \$out, stderr => \$err, on_error_die => 1);
-	my @ways = $err =~ /DEBUG:  (\d+ of (?:the|a sample of) \d+ rows of the batch for "\w+" are (?:not )?stored as they are(?:, \d+ keys stored)?|the batch for "\w+" could not go straight in)/g;
+	my @ways = $err =~ /DEBUG:  (\d+ of (?:the|a sample of) \d+ (?:rows|key ranges) of the batch for "\w+" are (?:not )?stored as they are(?:, \d+ keys stored)?|the batch for "\w+" could not go straight in)/g;
 	return ($out, join('; ', @ways));
 }
 
@@ -97,14 +101,43 @@ like($way, qr/^\d+ of a sample of 1000 rows of the batch for "m" are stored as t
 	'mostly new: sampled, then sent whole');
 isnt(shard_ids(), $ids, 'mostly new: a stage table was created');
 
-# identical rerun: keys and hashes only, nothing written
+# identical rerun: compared by key ranges (ids 1 to 2000: 1000 ranges of
+# two), nothing sent per row, no table, nothing written
 $before = row_versions();
+$ids = shard_ids();
 ($out, $way) = both('SELECT * FROM src', '', 'identical rerun');
 is($out, '0|0|2000|0', 'identical rerun: unchanged');
 is($way, '1000 of a sample of 1000 rows of the batch for "m" are stored as they are, 1000 keys stored; '
-	  . '0 of the 2000 rows of the batch for "m" are not stored as they are',
-	'identical rerun: by difference, none differs');
+	  . '1000 of the 1000 key ranges of the batch for "m" are stored as they are',
+	'identical rerun: by key ranges, all stored as they are');
+is(shard_ids(), $ids, 'identical rerun: no table beside the shards');
 is(row_versions(), $before, 'identical rerun: nothing written or locked on any shard');
+
+# a row changed that the sample does not read (it reads every second row):
+# its range differs, and only that range's rows go on by difference
+($out, $way) = both(q{SELECT id, CASE WHEN id = 2 THEN b || 'x' ELSE b END AS b, t, s, c, o,
+                             idem_etl_hash, idem_etl_row FROM src}, '', 'ranges, one changed');
+is($out, '0|1|1999|0', 'ranges, one changed: counts');
+is($way, '1000 of a sample of 1000 rows of the batch for "m" are stored as they are, 1000 keys stored; '
+	  . '999 of the 1000 key ranges of the batch for "m" are stored as they are; '
+	  . '1 of the 2000 rows of the batch for "m" are not stored as they are',
+	'ranges, one changed: one range by difference, one row differs');
+($out) = both('SELECT * FROM src', '', 'ranges, back');
+is($out, '0|1|1999|0', 'ranges, back: the row changed back');
+# a stored row beside the batch's keys (4, not in the batch) makes its
+# range differ too, and is left as it is
+($out, $way) = both('SELECT * FROM src WHERE id <> 4', '', 'ranges, a stored row beside');
+is($out, '0|0|1999|0', 'ranges, a stored row beside: nothing written');
+like($way, qr/; 999 of the 1000 key ranges of the batch for "m" are stored as they are; 0 of the 1999 rows/,
+	'ranges, a stored row beside: its range differs');
+# delete_missing when every range is stored as it is: the slice's other
+# keys (1991 to 2000, outside the batch's ranges) are deleted
+($out, $way) = both('SELECT * FROM src WHERE id <= 1990', ", delete_missing => 'id > 1980'",
+	'ranges and delete_missing');
+is($out, '0|0|1990|10', 'ranges and delete_missing: the missing rows removed');
+like($way, qr/; 995 of the 995 key ranges/, 'ranges and delete_missing: every range stored as it is');
+($out) = both('SELECT * FROM src', '', 'the deleted rows back');
+is($out, '10|0|1990|0', 'the deleted rows back: inserted');
 
 # 1% changed, 10 new: only those travel
 ($out, $way) = both(q{SELECT id, b, CASE WHEN id % 100 = 0 THEN t + 1 ELSE t END AS t, s, c, o,
@@ -114,6 +147,13 @@ is(row_versions(), $before, 'identical rerun: nothing written or locked on any s
 is($out, '10|20|1980|0', '1% changed: counts');
 like($way, qr/; 30 of the 2010 rows of the batch for "m" are not stored as they are$/,
 	'1% changed: only the 30 rows that differ travel');
+# keys spread over more than twice as many values as the batch has rows
+# (1 to 5010 for 2010 rows): by difference, not by ranges, which would
+# read every stored row between them
+($out, $way) = both('SELECT * FROM m_local', '', 'sparse keys');
+is($out, '0|0|2010|0', 'sparse keys: unchanged');
+like($way, qr/keys stored; 0 of the 2010 rows of the batch for "m" are not stored as they are$/,
+	'sparse keys: by difference');
 
 # a NULL where a value was, and a value where NULL was: both differ
 ($out) = both(q{SELECT id, CASE WHEN id = 1 THEN NULL ELSE b END AS b, t, s, c,
