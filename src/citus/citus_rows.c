@@ -23,6 +23,7 @@
 
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "funcapi.h"
@@ -199,10 +200,13 @@ idem_etl_citus_batch(PG_FUNCTION_ARGS)
 }
 
 /*
- * Read every every-th row of staged (1: all of them), at most max_rows rows
- * and max_bytes of them; false when there are more, with nothing kept.  Read
- * through a pointer of its own, so the statements that scan the staged
- * relation later start where they always do.
+ * Read one row in every run of every rows of staged (1: all of them), at
+ * most max_rows rows and max_bytes of them; false when there are more, with
+ * nothing kept.  Where in each run is chosen by a hash of the run's number:
+ * read at the same place in each, a sample misses any change that recurs
+ * at that interval or a divisor of it (every 100th key, with runs of
+ * 1,000).  Read through a pointer of its own, so the statements that scan
+ * the staged relation later start where they always do.
  */
 bool
 citus_rows_read(StagedRel *staged, int64 every, int max_rows, Size max_bytes,
@@ -219,10 +223,14 @@ citus_rows_read(StagedRel *staged, int64 every, int max_rows, Size max_bytes,
 	rows->rows = palloc(sizeof(HeapTuple) * Max(max_rows, 1));
 	tuplestore_select_read_pointer(store, ptr);
 	tuplestore_rescan(store);
-	while (tuplestore_gettupleslot(store, true, false, slot))
+	for (uint32 run = 0;; run++)
 	{
+		int64		at = every > 1 ? hash_bytes_uint32(run) % every : 0;
 		HeapTuple	tuple;
 
+		if ((at > 0 && !tuplestore_skiptuples(store, at, true)) ||
+			!tuplestore_gettupleslot(store, true, false, slot))
+			break;
 		if (rows->nrows == max_rows)
 		{
 			all = false;
@@ -236,7 +244,7 @@ citus_rows_read(StagedRel *staged, int64 every, int max_rows, Size max_bytes,
 			all = false;
 			break;
 		}
-		if (every > 1 && !tuplestore_skiptuples(store, every - 1, true))
+		if (every - 1 - at > 0 && !tuplestore_skiptuples(store, every - 1 - at, true))
 			break;
 	}
 	tuplestore_select_read_pointer(store, 0);
