@@ -8,10 +8,10 @@
  * costs Citus a copy of every row: 1.2 s of the 2 s an identical rerun of
  * 1,000,000 rows took.  Here the batch's keys, integers, are cut into at
  * most RANGES ranges of equal width, and the coordinator counts each
- * range's rows and sums the two halves of their image hashes (of the key
- * and the columns to set, idem_etl.image_hash_half).  One aggregate on the
- * shards computes the same of the stored rows in the batch's key range,
- * and only the sums come back.  A range whose stored rows count and sum
+ * range's rows and sums each half of their image hashes (of the key and
+ * the columns to set, idem_etl.image_hash_half) modulo 2^64.  One
+ * aggregate on the shards computes the same of the stored rows in the
+ * batch's key range, and only the sums come back.  A range whose stored rows count and sum
  * alike holds the batch's rows, each stored as it is, and no other: a row
  * missing, changed or stored beside them changes the sums (by chance, two
  * different sets of rows sum alike with a probability of about 2^-128).
@@ -41,6 +41,8 @@
 /* Ranges of a batch at most: their sums come back from every shard */
 #define RANGES 1024
 
+#define TWO_TO_64 "'18446744073709551616'::pg_catalog.numeric"
+
 typedef struct KeyRanges
 {
 	int			key;			/* the key's attribute in the batch, 0-based */
@@ -52,7 +54,8 @@ typedef struct KeyRanges
 	int64		width;			/* keys a range covers */
 	int			nranges;
 	int64	   *rows;			/* per range: the batch's rows ... */
-	int64	   *sum[4];			/* ... and the sums of their hashes' parts */
+	uint64	   *sum[2];			/* ... and the sums of their hash halves,
+								 * modulo 2^64 */
 } KeyRanges;
 
 static int64
@@ -130,12 +133,8 @@ add_row(KeyRanges *kr, TupleTableSlot *slot)
 							   slot->tts_isnull[kr->atts[i]], att->attlen, att->attbyval);
 	}
 	kr->rows[r]++;
-	for (int half = 0; half < 2; half++)
-	{
-		/* as the shards sum image_hash_half's bigint h: h >> 32, h & 2^32-1 */
-		kr->sum[2 * half][r] += (int32) (uint32) (ih.h[half] >> 32);
-		kr->sum[2 * half + 1][r] += (int64) (ih.h[half] & UINT64CONST(0xFFFFFFFF));
-	}
+	kr->sum[0][r] += ih.h[0];
+	kr->sum[1][r] += ih.h[1];
 	return true;
 }
 
@@ -196,20 +195,22 @@ citus_ranges_compare(CitusBatch *cb, char **setcols, int nset, const char *b, ch
 	if (nset > 0)
 		memcpy(kr.atts + 1, citus_batch_atts(cb, setcols, nset), sizeof(int) * nset);
 	kr.rows = palloc0(sizeof(int64) * kr.nranges);
-	for (int i = 0; i < 4; i++)
-		kr.sum[i] = palloc0(sizeof(int64) * kr.nranges);
+	kr.sum[0] = palloc0(sizeof(uint64) * kr.nranges);
+	kr.sum[1] = palloc0(sizeof(uint64) * kr.nranges);
 	(void) scan_batch(cb, &kr, add_row);
 
 	/*
-	 * The sums of the hashes' 32-bit parts fit in a bigint for up to 2^31
-	 * rows a range, on the coordinator as on the shards.
+	 * The shards' sums of the halves as bigints are exact (numeric), and the
+	 * same modulo 2^64 as the coordinator's of the unsigned halves.  Each
+	 * half is named once per row: Citus pulls the subquery up, and a half
+	 * named in two sums would be computed twice.
 	 */
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT r, pg_catalog.count(*)::pg_catalog.int8");
 	for (int half = 0; half < 2; half++)
-		appendStringInfo(&sql, ", pg_catalog.sum(h%d OPERATOR(pg_catalog.>>) 32)::pg_catalog.text"
-						 ", pg_catalog.sum(h%d OPERATOR(pg_catalog.&) '4294967295'::pg_catalog.int8)::pg_catalog.text",
-						 half, half);
+		appendStringInfo(&sql, ", ((pg_catalog.sum(h%d) OPERATOR(pg_catalog.%%) " TWO_TO_64 ")"
+						 " OPERATOR(pg_catalog.+) " TWO_TO_64 ") OPERATOR(pg_catalog.%%) " TWO_TO_64,
+						 half);
 	appendStringInfoString(&sql, " FROM (SELECT ");
 	append_range_of(&sql, &kr, t, key->names[0]);
 	appendStringInfoString(&sql, " AS r");
@@ -232,9 +233,9 @@ citus_ranges_compare(CitusBatch *cb, char **setcols, int nset, const char *b, ch
 		if (r < 0 || r >= kr.nranges)
 			continue;
 		same[r] = DatumGetInt64(SPI_getbinval(row, desc, 2, &isnull)) == kr.rows[r];
-		for (int i = 0; i < 4 && same[r]; i++)
-			same[r] = strcmp(SPI_getvalue(row, desc, 3 + i),
-							 psprintf(INT64_FORMAT, kr.sum[i][r])) == 0;
+		for (int half = 0; half < 2 && same[r]; half++)
+			same[r] = strcmp(SPI_getvalue(row, desc, 3 + half),
+							 psprintf(UINT64_FORMAT, kr.sum[half][r])) == 0;
 	}
 
 	/* a range with no row in the batch nor stored is the same too */
