@@ -7,13 +7,15 @@
  * the workers nor plan the local merge's row identifiers (ctid, xmin and
  * xmax mean nothing across the workers' transactions).  So the batch,
  * staged and checked on the coordinator as for any target, reaches the
- * shards in one of four ways:
+ * shards in one of these ways:
  *
  * - inline: a batch of up to idem_etl.citus_inline_rows rows travels as the
  *   parameters of the merge's statements (citus_rows.c), with no table to
  *   create: a table's creation and drop on every shard is most of the cost
- *   of a small call.  A larger batch is sampled on the shards (1,000 rows)
- *   to choose among the other three;
+ *   of a small call.  For a larger batch, ranges of its keys are compared
+ *   with the stored rows where the key allows it (by key ranges, below);
+ *   else 1,000 of its rows are sampled on the shards; either chooses among
+ *   the other ways;
  * - straight in: no sampled key is stored (a first load, new keys only),
  *   so the batch goes into the target by one INSERT ... SELECT, merged
  *   instead should a key be stored after all;
@@ -24,11 +26,12 @@
  * - by difference: when most sampled rows are stored as they are, only
  *   each row's key and a 128-bit hash of its image go to the shards
  *   (idem_etl.image_hash, compare.c), which answer with the keys whose row
- *   is missing or differs; only those rows then travel in full.  When
- *   every sampled row is stored as it is and the key is one integer column
- *   with dense values, ranges of keys are compared first by their rows'
- *   count and hash sums (citus_ranges.c), and only the rows of the ranges
- *   that differ go on by difference: an identical rerun sends no row.
+ *   is missing or differs; only those rows then travel in full;
+ * - by key ranges, for a key of one integer column with dense values: the
+ *   batch's key ranges are compared with the stored rows by count and hash
+ *   sums (citus_ranges.c), so an identical rerun sends no row; the rows of
+ *   the ranges that differ then go straight in (none stored), by
+ *   difference (most stored) or whole.
  *
  * From a table beside the shards, the merge is an UPDATE ... FROM and a
  * MERGE ... WHEN NOT MATCHED THEN INSERT (or INSERT ... ON CONFLICT), and
@@ -68,13 +71,6 @@
 /* The most parameters a statement takes (the protocol's limit) */
 #define MAX_PARAMS 65535
 
-static void
-set_option(const char *name, const char *value)
-{
-	(void) set_config_option(name, value, PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-}
-
 /*
  * The settings under which the stage tables are created and dropped, until
  * AtEOXact_GUC(true, <the level returned>):
@@ -93,8 +89,8 @@ stage_settings(void)
 {
 	int			nestlevel = NewGUCNestLevel();
 
-	set_option("citus.enable_metadata_sync", "off");
-	set_option("client_min_messages", "warning");
+	settings_save("citus.enable_metadata_sync", "off");
+	settings_save("client_min_messages", "warning");
 	return nestlevel;
 }
 
@@ -137,7 +133,7 @@ citus_upsert_begin(CitusBatch *cb, CitusTarget *ct, TargetInfo *target,
 	cb->nestlevel = settings_canonical_output();
 	cb->parallel = idem_citus_parallel_shards;
 	if (!cb->parallel)
-		set_option("citus.multi_shard_modify_mode", "sequential");
+		settings_save("citus.multi_shard_modify_mode", "sequential");
 	citus_rows_publish(staged);
 }
 
@@ -294,7 +290,7 @@ stage_table(CitusBatch *cb, const char *what, const char *select)
 					(errmsg_internal("placing %s in Citus's sequential mode failed (%s); going on in parallel mode",
 									 placed, failure->message)));
 			FreeErrorData(failure);
-			set_option("citus.multi_shard_modify_mode", "parallel");
+			settings_save("citus.multi_shard_modify_mode", "parallel");
 			cb->parallel = true;
 			nestlevel = stage_settings();
 			sql_exec(sql.data);
@@ -576,13 +572,12 @@ typedef enum BatchWay
 	WAY_NEW,					/* no sampled key is stored */
 	WAY_WHOLE,					/* at most half the sampled rows are stored as
 								 * they are */
-	WAY_DIFFERENCE,				/* most are */
-	WAY_SAME					/* all are */
+	WAY_DIFFERENCE				/* most are */
 } BatchWay;
 
 /*
- * How a large batch should travel: one row in every nkeys / SAMPLE_ROWS is
- * looked up on the shards.  Sending keys and hashes first pays when most
+ * How a large batch whose key ranges cannot be compared should travel: one
+ * row in every nkeys / SAMPLE_ROWS is looked up on the shards.  Sending keys and hashes first pays when most
  * rows then need not travel, and costs a third more when most must
  * (doc/performance.md).  Whole for a sample wider than work_mem.
  */
@@ -623,8 +618,6 @@ sample_batch(CitusBatch *cb, char **setcols, int nset)
 							 (long long) same, nrows, cb->target->relname, (long long) keys)));
 	if (keys == 0)
 		return WAY_NEW;
-	if (same == nrows)
-		return WAY_SAME;
 	return same * 2 > nrows ? WAY_DIFFERENCE : WAY_WHOLE;
 }
 
@@ -748,26 +741,39 @@ citus_upsert_merge(CitusBatch *cb, char **setcols, int nset, const char *newer_c
 		target_newer_ge(target_column(target, newer_column)) : NULL;
 	const char *b = target_alias(target, "b");
 	const char *c = target_alias(target, "c");
+	CitusMerged none = {0, 0};
 	StringInfoData sql;
+	CitusRanges ranges = {0};
 	char	   *changed;
-	char	   *differ = NULL;
 	int64		nchanged;
 	BatchWay	way;
 
 	if (cb->nkeys == 0)
-	{
-		CitusMerged none = {0, 0};
-
 		return none;
-	}
 	if (cb->nkeys <= idem_citus_inline_rows &&
 		cb->nkeys * cb->ncolumns <= MAX_PARAMS &&
 		citus_rows_read(cb->staged, 1, idem_citus_inline_rows, (Size) work_mem * 1024,
 						&cb->rows))
 		return merge_inline(cb, setcols, nset, newer_column, ge);
 
+	/*
+	 * Where the key ranges can be compared, they tell exactly what a sample
+	 * guesses: no key stored, all stored as they are (done), or which ranges'
+	 * rows must go on, and whether most of those are stored.
+	 */
+	if (citus_ranges_compare(cb, setcols, nset, b, &ranges))
+	{
+		if (ranges.differ == NULL)
+			return none;
+		if (ranges.stored == 0)
+			way = WAY_NEW;
+		else
+			way = ranges.differ_stored * 2 > ranges.differ_rows ? WAY_DIFFERENCE : WAY_WHOLE;
+	}
+	else
+		way = sample_batch(cb, setcols, nset);
+
 	initStringInfo(&sql);
-	way = sample_batch(cb, setcols, nset);
 	if (way == WAY_NEW)
 	{
 		CitusMerged inserted = {0, 0};
@@ -778,28 +784,24 @@ citus_upsert_merge(CitusBatch *cb, char **setcols, int nset, const char *newer_c
 	}
 	if (way == WAY_WHOLE)
 	{
+		char	   *table;
+
 		append_batch_select(&sql, cb, b, cb->columns, cb->ncolumns, NULL, 0, NULL);
-		cb->keys_table = stage_table(cb, "batch", sql.data);
-		return merge_from_table(cb, cb->keys_table, setcols, nset, newer_column, ge);
+		if (ranges.differ)
+			appendStringInfo(&sql, " WHERE %s", ranges.differ);
+		table = stage_table(cb, "batch", sql.data);
+		/* the delete needs all the keys */
+		if (ranges.differ == NULL)
+			cb->keys_table = table;
+		return merge_from_table(cb, table, setcols, nset, newer_column, ge);
 	}
 
-	if (way == WAY_SAME && citus_ranges_compare(cb, setcols, nset, b, &differ) &&
-		differ == NULL)
-	{
-		CitusMerged none = {0, 0};
-
-		return none;
-	}
-	changed = changed_keys(cb, setcols, nset, newer_column, ge, differ, &nchanged);
+	changed = changed_keys(cb, setcols, nset, newer_column, ge, ranges.differ, &nchanged);
 	ereport(DEBUG1,
 			(errmsg_internal("%lld of the %lld rows of the batch for \"%s\" are not stored as they are",
 							 (long long) nchanged, (long long) cb->nkeys, target->relname)));
 	if (nchanged == 0)
-	{
-		CitusMerged none = {0, 0};
-
 		return none;
-	}
 	append_batch_select(&sql, cb, b, cb->columns, cb->ncolumns, NULL, 0, NULL);
 	appendStringInfo(&sql, " WHERE EXISTS (SELECT 1 FROM %s %s WHERE ", changed, c);
 	sql_append_key_match(&sql, c, b, key->names, key->eqops, key->ncolumns,

@@ -336,8 +336,7 @@ drop_kept(void *arg)
 		return;
 	}
 	nestlevel = sql_pin_search_path();
-	(void) set_config_option("lock_timeout", KEPT_DEPENDENT_LOCK_WAIT, PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	settings_save("lock_timeout", KEPT_DEPENDENT_LOCK_WAIT);
 	sql_exec(psprintf("DROP TABLE %s",
 					  quote_qualified_identifier(get_namespace_name(get_rel_namespace(drop->relid)),
 												 get_rel_name(drop->relid))));

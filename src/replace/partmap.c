@@ -150,8 +150,7 @@ zone_push(const char *zone)
 {
 	int			level = NewGUCNestLevel();
 
-	(void) set_config_option("timezone", zone, PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
+	settings_save("timezone", zone);
 	return level;
 }
 

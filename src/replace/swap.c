@@ -194,9 +194,7 @@ swap_once(void *arg)
 	int			nestlevel = sql_pin_search_path();
 	List	   *old_statistics = NIL;
 
-	(void) set_config_option("lock_timeout", psprintf("%d", idem_lock_timeout),
-							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-							 true, 0, false);
+	settings_save("lock_timeout", psprintf("%d", idem_lock_timeout));
 	if (s->old_name)
 	{
 		const char *old_qual = psprintf("%s.%s", s->schema, quote_identifier(s->old_name));

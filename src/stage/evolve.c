@@ -159,8 +159,7 @@ evolve_target(TargetInfo *target, const char *source, const char *mode,
 		return target;
 
 	nestlevel = NewGUCNestLevel();
-	(void) set_config_option("lock_timeout", psprintf("%d", idem_lock_timeout),
-							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	settings_save("lock_timeout", psprintf("%d", idem_lock_timeout));
 	sql_exec(psprintf("ALTER TABLE %s %s", target->qualname, alter.data));
 	AtEOXact_GUC(true, nestlevel);
 	ereport(NOTICE,

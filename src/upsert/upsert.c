@@ -36,6 +36,7 @@
 #include "state/ledger.h"
 #include "state/progress.h"
 #include "util/target.h"
+#include "util/settings.h"
 #include "util/sql.h"
 #include "stage/evolve.h"
 #include "stage/stage.h"
@@ -548,11 +549,9 @@ merge_batch(TargetInfo *target, TargetKey *key, Stage *stage, KeyedBatch *batch,
 	m.cached = batch->nkeys <= MERGE_CACHED_KEYS;
 	probe_merge_joined = !m.cached && batch->nkeys >= target_rows(target) / 2;
 	nestlevel = NewGUCNestLevel();
-	(void) set_config_option("enable_hashjoin", "off", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
+	settings_save("enable_hashjoin", "off");
 	if (!probe_merge_joined)
-		(void) set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
+		settings_save("enable_mergejoin", "off");
 	two_statements = target->relkind == RELKIND_RELATION &&
 		batch->nkeys >= TWO_STATEMENT_KEYS;
 	by_tid = two_statements && nset > 0 && !probe_merge_joined &&

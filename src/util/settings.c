@@ -115,6 +115,18 @@ settings_define(void)
 }
 
 /*
+ * Set the setting name to value until the GUC nest level the caller opened
+ * (NewGUCNestLevel) ends: AtEOXact_GUC(true, level) restores it, and so
+ * does an error.  As SET in a function with a SET clause would.
+ */
+void
+settings_save(const char *name, const char *value)
+{
+	(void) set_config_option(name, value, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+}
+
+/*
  * Print dates, timestamps, intervals and floats in one style, whatever the
  * session's, until AtEOXact_GUC(true, <the level returned>): run values are
  * keys of the ledger and of partition bounds, and must not depend on
@@ -129,11 +141,8 @@ settings_canonical_output(void)
 {
 	int			nestlevel = NewGUCNestLevel();
 
-	(void) set_config_option("datestyle", "ISO", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("intervalstyle", "postgres", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("extra_float_digits", "1", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
+	settings_save("datestyle", "ISO");
+	settings_save("intervalstyle", "postgres");
+	settings_save("extra_float_digits", "1");
 	return nestlevel;
 }

@@ -28,6 +28,7 @@ extern bool idem_citus_parallel_shards;
 extern bool idem_preloaded;
 
 extern void settings_define(void);
+extern void settings_save(const char *name, const char *value);
 extern int	settings_canonical_output(void);
 
 #endif							/* IDEM_SETTINGS_H */

@@ -24,6 +24,7 @@
 #include "utils/resowner.h"
 #include "utils/syscache.h"
 
+#include "util/settings.h"
 #include "util/sql.h"
 
 /*
@@ -468,8 +469,7 @@ sql_pin_search_path(void)
 {
 	int			nestlevel = NewGUCNestLevel();
 
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	settings_save("search_path", "pg_catalog, pg_temp");
 	return nestlevel;
 }
 
