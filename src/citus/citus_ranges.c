@@ -22,7 +22,7 @@
  * The shards read every stored row in the batch's key range, so the ranges
  * are used only where that is bounded by the batch: a single integer key
  * whose values span at most twice as many values as the batch has rows,
- * none NULL.  Other keys go by difference.
+ * none NULL.  The batches of other keys are sampled (citus_upsert.c).
  */
 #include "postgres.h"
 
