@@ -16,17 +16,19 @@
  *   with the stored rows where the key allows it (by key ranges, below);
  *   else 1,000 of its rows are sampled on the shards; either chooses among
  *   the other ways;
- * - straight in: no sampled key is stored (a first load, new keys only),
- *   so the batch goes into the target by one INSERT ... SELECT, merged
- *   instead should a key be stored after all;
+ * - straight in: no key is stored (between the batch's keys, or of the
+ *   sample: a first load, new keys only), so the batch goes into the
+ *   target by one INSERT ... SELECT, merged instead should a key be stored
+ *   after all;
  * - whole: the batch is copied into a table of its own that Citus places
  *   beside the target's shards: distributed on the same column and
  *   colocated with the target (the rows of a key land on the shard that
  *   holds the key), or a reference table for a reference target;
- * - by difference: when most sampled rows are stored as they are, only
- *   each row's key and a 128-bit hash of its image go to the shards
- *   (idem_etl.image_hash, compare.c), which answer with the keys whose row
- *   is missing or differs; only those rows then travel in full;
+ * - by difference: when most sampled rows are stored as they are (most
+ *   rows of the key ranges that differ are stored), only each row's key
+ *   and a 128-bit hash of its image go to the shards (idem_etl.image_hash,
+ *   compare.c), which answer with the keys whose row is missing or
+ *   differs; only those rows then travel in full;
  * - by key ranges, for a key of one integer column with dense values: the
  *   batch's key ranges are compared with the stored rows by count and hash
  *   sums (citus_ranges.c), so an identical rerun sends no row; the rows of
