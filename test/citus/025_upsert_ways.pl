@@ -5,10 +5,10 @@
 #   after all when a key is stored);
 # - a large batch mostly stored already: keys and hashes first, then only
 #   the rows that differ;
-# - a large batch whose sample is all stored as it is, with dense integer
-#   keys: ranges of keys compared by count and hash sums first, then only
-#   the rows of the ranges that differ (an identical rerun sends no row and
-#   writes nothing on any shard);
+# - a large batch with dense integer keys (int, and bigint on a reference
+#   table): ranges of keys compared by count and hash sums first, then only
+#   the rows of the ranges that differ, whichever way they need (an
+#   identical rerun sends no row and writes nothing on any shard);
 # - a large batch mostly new: the whole batch in a table beside the shards;
 # with newer_column, a key-only table, column names that clash with the
 # statements' aliases, a transaction that already ran a parallel query,
@@ -165,6 +165,28 @@ like($way, qr/keys stored; 0 of the 2010 rows of the batch for "m" are not store
                       UNION ALL SELECT * FROM m_local WHERE id > 5000}, '', 'two in three changed');
 my ($same) = $way =~ /^(\d+) of a sample of 670 rows of the batch for "m" are stored as they are, 670 keys stored$/;
 ok(defined $same && $same > 150 && $same < 300, "two in three changed: the sample sees about two thirds changed ($way)");
+
+# a reference table with a bigint key, negative values too: by key ranges
+# as a distributed one (-1000 to 1999: 1000 ranges of three)
+$coord->safe_psql('postgres', q{
+	CREATE TABLE rb (id bigint PRIMARY KEY, v text, w numeric);
+	SELECT create_reference_table('rb');
+	CREATE TABLE rb_local (LIKE rb INCLUDING ALL);
+});
+my $rb = q{SELECT g AS id, CASE WHEN g = %d THEN 'x' ELSE 'v' || g END AS v, g / 3.0 AS w
+             FROM generate_series(-1000, 1999) g};
+($out, $way) = both(sprintf($rb, 0), '', 'reference, first', 'rb');
+is($out, '3000|0|0|0', 'reference, first: inserted');
+is($way, '0 of the 1000 key ranges of the batch for "rb" are stored as they are, 0 rows stored between its keys',
+	'reference, first: nothing stored between the keys');
+($out, $way) = both(sprintf($rb, 0), '', 'reference, rerun', 'rb');
+is($out, '0|0|3000|0', 'reference, rerun: unchanged');
+is($way, '1000 of the 1000 key ranges of the batch for "rb" are stored as they are, 3000 rows stored between its keys',
+	'reference, rerun: every range stored as it is');
+($out, $way) = both(sprintf($rb, -7), '', 'reference, one changed', 'rb');
+is($out, '0|2|2998|0', 'reference, one changed: -7 changed, 0 back');
+like($way, qr/^998 of the 1000 key ranges .*; 2 of the 3000 rows of the batch for "rb" are not stored as they are$/,
+	'reference, one changed: two ranges by difference');
 
 # a NULL where a value was, and a value where NULL was: both differ
 ($out) = both(q{SELECT id, CASE WHEN id = 1 THEN NULL ELSE b END AS b, t, s, c,
