@@ -29,12 +29,9 @@
 #include "compat.h"
 
 #include "catalog/pg_type.h"
-#include "executor/executor.h"
 #include "executor/spi.h"
 #include "common/int.h"
 #include "utils/builtins.h"
-#include "utils/memutils.h"
-#include "utils/tuplestore.h"
 
 #include "citus/citus_ranges.h"
 #include "stage/compare.h"
@@ -74,41 +71,11 @@ key_value(Oid type, Datum value)
 	}
 }
 
-/*
- * Read the batch through a pointer of its own, calling each(kr, slot) for
- * every row in a memory context reset for each; stops at the first false.
- */
-static bool
-scan_batch(CitusBatch *cb, KeyRanges *kr, bool (*each) (KeyRanges *, TupleTableSlot *))
-{
-	Tuplestorestate *store = cb->staged->store;
-	TupleTableSlot *slot = MakeSingleTupleTableSlot(cb->staged->desc, &TTSOpsMinimalTuple);
-	MemoryContext rowcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl key ranges",
-												 ALLOCSET_DEFAULT_SIZES);
-	int			ptr = tuplestore_alloc_read_pointer(store, EXEC_FLAG_REWIND);
-	bool		ok = true;
-
-	tuplestore_select_read_pointer(store, ptr);
-	tuplestore_rescan(store);
-	while (ok && tuplestore_gettupleslot(store, true, false, slot))
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(rowcxt);
-
-		slot_getallattrs(slot);
-		ok = each(kr, slot);
-		MemoryContextSwitchTo(oldcxt);
-		MemoryContextReset(rowcxt);
-	}
-	tuplestore_select_read_pointer(store, 0);
-	ExecDropSingleTupleTableSlot(slot);
-	MemoryContextDelete(rowcxt);
-	return ok;
-}
-
 /* The first pass: the keys' bounds; false on a NULL key */
 static bool
-key_bounds(KeyRanges *kr, TupleTableSlot *slot)
+key_bounds(void *arg, TupleTableSlot *slot)
 {
+	KeyRanges  *kr = (KeyRanges *) arg;
 	int64		k;
 
 	if (slot->tts_isnull[kr->key])
@@ -121,8 +88,9 @@ key_bounds(KeyRanges *kr, TupleTableSlot *slot)
 
 /* The second pass: the row counted and its hash added to its range */
 static bool
-add_row(KeyRanges *kr, TupleTableSlot *slot)
+add_row(void *arg, TupleTableSlot *slot)
 {
+	KeyRanges  *kr = (KeyRanges *) arg;
 	int64		r = (key_value(kr->keytype, slot->tts_values[kr->key]) - kr->min) / kr->width;
 	ImageHash	ih;
 
@@ -186,7 +154,7 @@ citus_ranges_compare(CitusBatch *cb, char **setcols, int nset, const char *b,
 		return false;
 	kr.min = PG_INT64_MAX;
 	kr.max = PG_INT64_MIN;
-	if (!scan_batch(cb, &kr, key_bounds) || kr.min > kr.max ||
+	if (!citus_rows_scan(cb->staged, key_bounds, &kr) || kr.min > kr.max ||
 		pg_sub_s64_overflow(kr.max, kr.min, &span) || span >= 2 * cb->nkeys)
 		return false;
 	span++;
@@ -200,7 +168,7 @@ citus_ranges_compare(CitusBatch *cb, char **setcols, int nset, const char *b,
 	kr.rows = palloc0(sizeof(int64) * kr.nranges);
 	kr.sum[0] = palloc0(sizeof(uint64) * kr.nranges);
 	kr.sum[1] = palloc0(sizeof(uint64) * kr.nranges);
-	(void) scan_batch(cb, &kr, add_row);
+	(void) citus_rows_scan(cb->staged, add_row, &kr);
 
 	/*
 	 * The shards' sums of the halves as bigints are exact (numeric), and the

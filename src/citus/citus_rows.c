@@ -104,6 +104,49 @@ attnums_arg(ArrayType *array, TupleDesc desc, int *n)
  */
 PG_FUNCTION_INFO_V1(idem_etl_citus_batch);
 
+/* What idem_etl.citus_batch() returns of each row */
+typedef struct BatchOut
+{
+	ReturnSetInfo *rsinfo;
+	int16	   *cols;			/* attribute numbers, 1-based */
+	int			ncols;
+	int16	   *hcols;			/* hashed, 1-based */
+	int			nhcols;
+	Datum	   *values;			/* the row returned */
+	bool	   *isnull;
+} BatchOut;
+
+static bool
+put_row(void *arg, TupleTableSlot *slot)
+{
+	BatchOut   *out = (BatchOut *) arg;
+	TupleDesc	desc = slot->tts_tupleDescriptor;
+
+	for (int i = 0; i < out->ncols; i++)
+	{
+		out->values[i] = slot->tts_values[out->cols[i] - 1];
+		out->isnull[i] = slot->tts_isnull[out->cols[i] - 1];
+	}
+	if (out->nhcols > 0)
+	{
+		ImageHash	ih;
+
+		compare_image_hash_init(&ih);
+		for (int i = 0; i < out->nhcols; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, out->hcols[i] - 1);
+
+			compare_image_hash_add(&ih, i, slot->tts_values[out->hcols[i] - 1],
+								   slot->tts_isnull[out->hcols[i] - 1],
+								   att->attlen, att->attbyval);
+		}
+		out->values[out->ncols] = compare_image_hash_result(&ih);
+		out->isnull[out->ncols] = false;
+	}
+	tuplestore_putvalues(out->rsinfo->setResult, out->rsinfo->setDesc, out->values, out->isnull);
+	return true;
+}
+
 Datum
 idem_etl_citus_batch(PG_FUNCTION_ARGS)
 {
@@ -115,11 +158,7 @@ idem_etl_citus_batch(PG_FUNCTION_ARGS)
 	int			ncols;
 	int			nhcols;
 	int			nout;
-	TupleTableSlot *slot;
-	int			ptr;
-	Datum	   *values;
-	bool	   *isnull;
-	MemoryContext rowcxt;
+	BatchOut	out;
 
 	if (rel == NULL)
 		ereport(ERROR,
@@ -155,48 +194,49 @@ idem_etl_citus_batch(PG_FUNCTION_ARGS)
 							format_type_be(TupleDescAttr(rsinfo->setDesc, i)->atttypid))));
 	}
 
-	slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
-	values = palloc(sizeof(Datum) * nout);
-	isnull = palloc(sizeof(bool) * nout);
-	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl citus_batch row",
-								   ALLOCSET_DEFAULT_SIZES);
-	ptr = tuplestore_alloc_read_pointer(rel->store, EXEC_FLAG_REWIND);
-	tuplestore_select_read_pointer(rel->store, ptr);
-	tuplestore_rescan(rel->store);
-	while (tuplestore_gettupleslot(rel->store, true, false, slot))
+	out.rsinfo = rsinfo;
+	out.cols = cols;
+	out.ncols = ncols;
+	out.hcols = hcols;
+	out.nhcols = nhcols;
+	out.values = palloc(sizeof(Datum) * nout);
+	out.isnull = palloc(sizeof(bool) * nout);
+	citus_rows_scan(rel, put_row, &out);
+	return (Datum) 0;
+}
+
+/*
+ * Call each(arg, slot) for every row of staged, all its attributes
+ * deformed, in a memory context reset for each row; stops at the first
+ * false, and returns false then.  Reads through a pointer of its own, so
+ * the statements that scan the staged relation later start where they
+ * always do.
+ */
+bool
+citus_rows_scan(StagedRel *staged, bool (*each) (void *arg, TupleTableSlot *slot), void *arg)
+{
+	Tuplestorestate *store = staged->store;
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(staged->desc, &TTSOpsMinimalTuple);
+	MemoryContext rowcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_etl batch row",
+												 ALLOCSET_DEFAULT_SIZES);
+	int			ptr = tuplestore_alloc_read_pointer(store, EXEC_FLAG_REWIND);
+	bool		ok = true;
+
+	tuplestore_select_read_pointer(store, ptr);
+	tuplestore_rescan(store);
+	while (ok && tuplestore_gettupleslot(store, true, false, slot))
 	{
 		MemoryContext oldcxt = MemoryContextSwitchTo(rowcxt);
 
 		slot_getallattrs(slot);
-		for (int i = 0; i < ncols; i++)
-		{
-			values[i] = slot->tts_values[cols[i] - 1];
-			isnull[i] = slot->tts_isnull[cols[i] - 1];
-		}
-		if (nhcols > 0)
-		{
-			ImageHash	ih;
-
-			compare_image_hash_init(&ih);
-			for (int i = 0; i < nhcols; i++)
-			{
-				Form_pg_attribute att = TupleDescAttr(desc, hcols[i] - 1);
-
-				compare_image_hash_add(&ih, i, slot->tts_values[hcols[i] - 1],
-									   slot->tts_isnull[hcols[i] - 1],
-									   att->attlen, att->attbyval);
-			}
-			values[ncols] = compare_image_hash_result(&ih);
-			isnull[ncols] = false;
-		}
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
+		ok = each(arg, slot);
 		MemoryContextSwitchTo(oldcxt);
 		MemoryContextReset(rowcxt);
 	}
-	tuplestore_select_read_pointer(rel->store, 0);
+	tuplestore_select_read_pointer(store, 0);
 	ExecDropSingleTupleTableSlot(slot);
 	MemoryContextDelete(rowcxt);
-	return (Datum) 0;
+	return ok;
 }
 
 /*

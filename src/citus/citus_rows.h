@@ -7,6 +7,7 @@
 #ifndef IDEM_CITUS_ROWS_H
 #define IDEM_CITUS_ROWS_H
 
+#include "executor/tuptable.h"
 #include "lib/stringinfo.h"
 #include "stage/stage.h"
 
@@ -28,6 +29,9 @@ typedef struct CitusParams
 
 extern void citus_rows_publish(StagedRel *staged);
 extern void citus_rows_unpublish(StagedRel *staged);
+extern bool citus_rows_scan(StagedRel *staged,
+							bool (*each) (void *arg, TupleTableSlot *slot),
+							void *arg);
 extern bool citus_rows_read(StagedRel *staged, int64 every, int max_rows,
 							Size max_bytes, CitusRows *rows);
 extern void citus_rows_append_values(StringInfo sql, CitusRows *rows,
